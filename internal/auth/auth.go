@@ -1,0 +1,138 @@
+// Package auth holds bearer tokens: how they are made, stored (only as a SHA-256
+// hash) and what each level may do.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// Level is what a token may do.
+type Level string
+
+// Levels, from most to least privileged.
+const (
+	Full      Level = "full"      // everything, every workspace
+	Workspace Level = "workspace" // one workspace: chat and read its surface
+	Readonly  Level = "readonly"  // one workspace: read
+)
+
+// Rank orders levels: Full > Workspace > Readonly; unknown is 0.
+func (l Level) Rank() int {
+	switch l {
+	case Full:
+		return 3
+	case Workspace:
+		return 2
+	case Readonly:
+		return 1
+	}
+	return 0
+}
+
+// Token is a stored token. The secret itself is never stored, only Hash.
+type Token struct {
+	Hash      string    `json:"-"`
+	ID        string    `json:"id"` // first 12 hex characters of Hash, safe to show
+	Level     Level     `json:"level"`
+	Workspace string    `json:"workspace,omitempty"` // required unless Full
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Prefix starts every token secret, so leaked tokens are easy to scan for.
+const Prefix = "molt_"
+
+// NewSecret returns a new random token secret (32 random bytes).
+func NewSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return Prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Hash returns the hex SHA-256 of a secret: what the store keys tokens by. Secrets
+// carry 256 random bits, so an unsalted fast hash is enough to make the stored
+// value useless to a reader of the table.
+func Hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// New returns a new secret and the token to store for it. It returns EINVALID when
+// the level is unknown, or a workspace-scoped level lacks a valid workspace (or a
+// full token names one).
+func New(level Level, ws, name string, now time.Time) (string, Token, error) {
+	if err := validate(level, ws); err != nil {
+		return "", Token{}, err
+	}
+	if len(name) > 100 {
+		return "", Token{}, molt.Invalid("name", "name over 100 characters")
+	}
+	secret := NewSecret()
+	h := Hash(secret)
+	return secret, Token{Hash: h, ID: h[:12], Level: level, Workspace: ws, Name: name, CreatedAt: now}, nil
+}
+
+func validate(level Level, ws string) error {
+	switch level {
+	case Full:
+		if ws != "" {
+			return molt.Invalid("workspace", "a full token is not scoped to a workspace")
+		}
+		return nil
+	case Workspace, Readonly:
+		if ws == workspace.Global {
+			return molt.Invalid("workspace", "a token cannot be scoped to the global surface")
+		}
+		return workspace.ValidateName(ws)
+	}
+	return molt.Invalid("level", "level must be full, workspace or readonly")
+}
+
+// ParseBearer extracts the secret from an Authorization header value. It returns ""
+// when the header is not a well-formed bearer credential.
+func ParseBearer(header string) string {
+	const p = "bearer "
+	if len(header) <= len(p) || !strings.EqualFold(header[:len(p)], p) {
+		return ""
+	}
+	s := strings.TrimSpace(header[len(p):])
+	if len(s) > 200 || strings.ContainsAny(s, " \t,") {
+		return ""
+	}
+	return s
+}
+
+// Store keeps tokens by hash.
+type Store interface {
+	// PutToken stores a token; ECONFLICT when its hash exists.
+	PutToken(ctx context.Context, t Token) error
+	// TokenByHash returns ENOTFOUND when no token has that hash.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+}
+
+// Caller is the authenticated caller of a request.
+type Caller struct{ Token Token }
+
+// CanRead reports whether the caller may read workspace ws.
+func (c Caller) CanRead(ws string) bool {
+	return c.Token.Level == Full || (c.Token.Level.Rank() > 0 && c.Token.Workspace == ws)
+}
+
+// CanChat reports whether the caller may chat in (and write sessions of) ws.
+func (c Caller) CanChat(ws string) bool {
+	return c.Token.Level == Full || (c.Token.Level == Workspace && c.Token.Workspace == ws)
+}
+
+// IsFull reports whether the caller has full access.
+func (c Caller) IsFull() bool { return c.Token.Level == Full }

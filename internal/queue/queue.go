@@ -1,0 +1,85 @@
+// Package queue is the port for wake-ups. A message names a work item ("look at run
+// X"); it never carries the work itself, and the store stays the only source of truth.
+// Delivery is at least once: handling a message twice, late, or never (the tick
+// re-sends) must be harmless.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// Message is a wake-up for one work item.
+type Message struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+}
+
+// MaxBody is the largest message body accepted by Parse.
+const MaxBody = 1024
+
+// Encode returns the message's JSON body.
+func (m Message) Encode() string {
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// Parse decodes and validates a message body. It returns EINVALID for anything that
+// is not exactly a {kind, id} object.
+func Parse(body string) (Message, error) {
+	if len(body) > MaxBody {
+		return Message{}, molt.Invalid("body", "message body over %d bytes", MaxBody)
+	}
+	var m Message
+	if err := molt.DecodeStrict([]byte(body), &m); err != nil {
+		return Message{}, err
+	}
+	if m.Kind == "" || m.ID == "" {
+		return Message{}, molt.Invalid("body", "message needs kind and id")
+	}
+	return m, nil
+}
+
+// Sender sends wake-ups. Implementations route each message to the queue of its kind.
+type Sender interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// Delivery is one received message.
+type Delivery struct {
+	Message      Message
+	Body         string // raw body, kept when Message could not be parsed
+	MessageID    string
+	Receipt      string // handle to delete or release the message
+	ReceiveCount int
+}
+
+// Receiver pulls messages from one queue (long polling on SQS, a channel in process).
+// A received message is invisible to other receivers until it is deleted or its
+// visibility timeout ends.
+type Receiver interface {
+	Receive(ctx context.Context, max int, wait time.Duration) ([]Delivery, error)
+	Delete(ctx context.Context, d Delivery) error
+	// Release makes the message visible again after delay (a failed handling).
+	Release(ctx context.Context, d Delivery, delay time.Duration) error
+}
+
+// Handler handles one wake-up. A nil error deletes the message; an error leaves it
+// for redelivery (and, after the queue's receive limit, the dead-letter queue).
+type Handler interface {
+	Handle(ctx context.Context, m Message) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, m Message) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, m Message) error { return f(ctx, m) }
+
+// ErrNoRoute is returned (wrapped) by a Sender for a kind it has no queue for.
+func ErrNoRoute(kind string) error {
+	return molt.Errorf(molt.EINTERNAL, "no queue for kind %q", kind)
+}

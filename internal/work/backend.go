@@ -1,0 +1,113 @@
+package work
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/molt-dev/molt/internal/page"
+)
+
+// Backend is what a store adapter implements for the protocol: an atomic commit of
+// conditional operations, a strongly consistent read, and listings.
+type Backend interface {
+	// Commit applies every op or none. When an op's condition fails it returns a
+	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. Any
+	// other error means the outcome is unknown: the ops may or may not have been
+	// applied (the protocol reads back).
+	Commit(ctx context.Context, ops ...Op) error
+	// GetItem reads one item with strong consistency; ENOTFOUND if absent.
+	GetItem(ctx context.Context, kind Kind, id string) (Item, error)
+	// ListItems lists items of one kind, newest (highest id) first, optionally only
+	// those with one status.
+	ListItems(ctx context.Context, q ListQuery) (page.Page[Item], error)
+	// ActiveCount returns the kind's slot counter: how many items hold a slot.
+	ActiveCount(ctx context.Context, kind Kind) (int, error)
+	// LockHolder returns who holds the lock ("kind/id"), or "" when it is free.
+	LockHolder(ctx context.Context, key string) (string, error)
+}
+
+// ListQuery selects items for ListItems.
+type ListQuery struct {
+	Kind   Kind
+	Status Status // "" for every status
+	// Oldest lists oldest (lowest id) first instead, so a bounded pass over pending
+	// work reaches the items that have waited longest.
+	Oldest bool
+	Page   page.Query
+}
+
+// ConditionFailed reports that the condition of ops[Index] failed; nothing was written.
+// Index is -1 when the backend cannot tell which op failed.
+type ConditionFailed struct{ Index int }
+
+func (e *ConditionFailed) Error() string {
+	return fmt.Sprintf("condition of op %d failed", e.Index)
+}
+
+// Op is one conditional write inside a Commit. The set of ops is closed: adapters
+// switch over the concrete types below.
+type Op interface{ isOp() }
+
+// CreateItem creates an item; its condition is that no item with its key exists.
+type CreateItem struct{ Item Item }
+
+// UpdateItem updates an existing item when If holds.
+type UpdateItem struct {
+	Kind Kind
+	ID   string
+	If   Cond
+	Set  Set
+}
+
+// Cond is a condition on an item's current state. Zero fields are not checked,
+// except that the item must exist.
+type Cond struct {
+	Statuses    []Status  // the status is one of these
+	Attempts    *int      // attempts equals
+	Token       string    // claim token equals (and is not empty)
+	Active      *bool     // active equals
+	StaleBefore time.Time // heartbeat is strictly before
+}
+
+// Set is what an UpdateItem writes. Nil or empty fields are left unchanged, except
+// OpID and UpdatedAt, which are always written.
+type Set struct {
+	Status       Status
+	Active       *bool
+	Attempts     *int
+	AttemptsBase *int
+	Token        *string
+	HeartbeatAt  *time.Time
+	Reason       *string
+	Data         []byte
+	UpdatedAt    time.Time
+	OpID         string
+}
+
+// AdjustSlots adds Delta to the kind's slot counter. When Delta > 0 and Max > 0 its
+// condition is counter+Delta <= Max; when Delta < 0 it is counter+Delta >= 0.
+type AdjustSlots struct {
+	Kind  Kind
+	Delta int
+	Max   int
+}
+
+// AcquireLock takes the lock Key for Holder; its condition is that the lock is free
+// or already held by Holder.
+type AcquireLock struct{ Key, Holder string }
+
+// ReleaseLock frees the lock Key; its condition is that Holder holds it.
+type ReleaseLock struct{ Key, Holder string }
+
+func (CreateItem) isOp()  {}
+func (UpdateItem) isOp()  {}
+func (AdjustSlots) isOp() {}
+func (AcquireLock) isOp() {}
+func (ReleaseLock) isOp() {}
+
+// Holder is how an item names itself as a lock holder.
+func Holder(kind Kind, id string) string { return string(kind) + "/" + id }
+
+// Ptr returns a pointer to v, for Cond and Set fields.
+func Ptr[T any](v T) *T { return &v }

@@ -1,0 +1,121 @@
+package work
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// Kind names a kind of work. Each kind has its own queue, budget and policy.
+type Kind string
+
+// The kinds of work molt runs.
+const (
+	KindRun     Kind = "run"      // evolution run
+	KindApply   Kind = "apply"    // evolution apply
+	KindTurn    Kind = "turn"     // chat turn
+	KindNaming  Kind = "naming"   // chat naming job
+	KindA2ATask Kind = "a2a_task" // A2A task
+)
+
+// Status is a work item's status. The protocol itself only knows StatusPending
+// (claimable) and StatusRunning (what a claim makes of it); each kind adds its own
+// (syncing, applied, failed, timeout, …) and moves items into them with Transition
+// or Update.
+type Status string
+
+// Statuses the protocol moves items through.
+const (
+	// StatusPending: created, or returned by the tick or a retry; claimable.
+	StatusPending Status = "pending"
+	// StatusRunning: claimed by a worker (Claim), which heartbeats it; left by the
+	// worker's Transition, or by the tick's Requeue when its heartbeat is stale.
+	StatusRunning Status = "running"
+	// StatusTimeout: the tick found it stale with its retry budget spent.
+	StatusTimeout Status = "timeout"
+)
+
+// Item is one work item.
+type Item struct {
+	Kind      Kind
+	ID        string
+	Workspace string // "" when the work belongs to no workspace
+	// LockKey, when set, names a lock the item holds while claimed (e.g. one apply
+	// per workspace: "apply/<ws>"; one turn per session: "turn/<session>").
+	LockKey string
+
+	Status Status
+	// Active is true while the item is claimed: it holds a slot of its kind's budget
+	// and its lock. A transition that keeps the claim (running → syncing) keeps it.
+	Active bool
+	// Attempts counts claims and is never reset; AttemptsBase is Attempts at the
+	// last retry, so Attempts-AttemptsBase is the budget used since.
+	Attempts     int
+	AttemptsBase int
+	Token        string    // the current claim's token; "" when not claimed
+	HeartbeatAt  time.Time // the current claim's last heartbeat
+	Reason       string    // why the item is in its status (failure reason, …)
+	Data         []byte    // kind-specific JSON, opaque to the store
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	OpID      string // id of the last write, for read-back after a lost response
+}
+
+// Used is the part of the retry budget used since the last retry.
+func (it Item) Used() int { return it.Attempts - it.AttemptsBase }
+
+// Claim is a claimer's proof of ownership, passed to every later write.
+type Claim struct {
+	Kind     Kind
+	ID       string
+	Attempts int
+	Token    string
+}
+
+// Limits on what the store accepts.
+const (
+	MaxData  = 96 << 10 // bytes of Item.Data
+	MaxIDLen = 128
+)
+
+var (
+	kindRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+	idRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+	lockRe = regexp.MustCompile(`^[a-z][a-z0-9_]*/[A-Za-z0-9_.:-]{1,128}$`)
+)
+
+// ValidateKey returns EINVALID unless kind and id are well formed.
+func ValidateKey(kind Kind, id string) error {
+	if !kindRe.MatchString(string(kind)) {
+		return molt.Invalid("kind", "kind %q is not valid", kind)
+	}
+	if id == "" {
+		return molt.Invalid("id", "id is empty")
+	}
+	if len(id) > MaxIDLen || !idRe.MatchString(id) {
+		return molt.Invalid("id", "id %q is not valid", id)
+	}
+	return nil
+}
+
+// Validate returns EINVALID (naming the field) or ETOOLARGE unless the item can be stored.
+func (it Item) Validate() error {
+	if err := ValidateKey(it.Kind, it.ID); err != nil {
+		return err
+	}
+	if it.LockKey != "" && !lockRe.MatchString(it.LockKey) {
+		return molt.Invalid("lock_key", "lock key %q is not valid", it.LockKey)
+	}
+	if it.Status == "" {
+		return molt.Invalid("status", "status is empty")
+	}
+	if len(it.Data) > MaxData {
+		return &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
+	}
+	if len(it.Reason) > 2000 {
+		return molt.Invalid("reason", "reason over 2000 characters")
+	}
+	return nil
+}

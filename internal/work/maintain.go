@@ -1,0 +1,138 @@
+package work
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/queue"
+)
+
+// Policy is one kind's claim policy, read from settings at each pass.
+type Policy struct {
+	Kind        Kind
+	Budget      int           // concurrent claims allowed; <= 0 unlimited
+	Timeout     time.Duration // a heartbeat older than this is stale
+	MaxAttempts int           // claims allowed since the last retry
+	Expired     Status        // where a stale item with its attempts spent goes
+	// Claimed lists the statuses a claimed item can be in (default: running).
+	Claimed []Status
+	// ResendAfter: a pending item untouched this long gets its wake-up re-sent
+	// (default one minute), covering a message that was lost or dead-lettered.
+	ResendAfter time.Duration
+}
+
+// Maintainer runs the tick's bounded maintenance pass over every kind.
+type Maintainer struct {
+	Protocol *Protocol
+	Queue    queue.Sender
+	Policies func(ctx context.Context) ([]Policy, error)
+	// Limit bounds the items looked at per kind and status in one pass (default 100).
+	Limit  int
+	Logger *slog.Logger
+}
+
+// Result counts what one pass did.
+type Result struct {
+	Requeued int `json:"requeued"` // stale claims returned to pending
+	Expired  int `json:"expired"`  // stale claims made terminal
+	Resent   int `json:"resent"`   // wake-ups re-sent for pending items
+	Raced    int `json:"raced"`    // items another writer moved first (harmless)
+}
+
+// RunOnce runs one pass. Two passes may run at once: every move is a conditional
+// write on what the pass read, so the loser of a race writes nothing (Raced), and a
+// duplicate wake-up is harmless by the queue's contract.
+func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
+	var res Result
+	pols, err := m.Policies(ctx)
+	if err != nil {
+		return res, fmt.Errorf("read policies: %w", err)
+	}
+	for _, pol := range pols {
+		if err := m.pass(ctx, pol, &res); err != nil {
+			return res, fmt.Errorf("maintain %s: %w", pol.Kind, err)
+		}
+	}
+	return res, nil
+}
+
+func (m *Maintainer) limit() int {
+	if m.Limit > 0 {
+		return m.Limit
+	}
+	return 100
+}
+
+func (m *Maintainer) logger() *slog.Logger {
+	if m.Logger != nil {
+		return m.Logger
+	}
+	return slog.Default()
+}
+
+func (m *Maintainer) pass(ctx context.Context, pol Policy, res *Result) error {
+	now := m.Protocol.now()
+	claimed := pol.Claimed
+	if len(claimed) == 0 {
+		claimed = []Status{StatusRunning}
+	}
+	expired := pol.Expired
+	if expired == "" {
+		expired = StatusTimeout
+	}
+	staleBefore := now.Add(-pol.Timeout)
+	for _, st := range claimed {
+		pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: st, Page: page.Query{Limit: m.limit()}})
+		if err != nil {
+			return err
+		}
+		for _, it := range pg.Items {
+			if !it.Active || !it.HeartbeatAt.Before(staleBefore) {
+				continue
+			}
+			got, err := m.Protocol.Requeue(ctx, it, staleBefore, pol.MaxAttempts, expired)
+			switch {
+			case molt.ErrorCode(err) == molt.ECONFLICT:
+				res.Raced++
+				continue
+			case err != nil:
+				return err
+			}
+			m.logger().InfoContext(ctx, "stale claim", slog.String("kind", string(it.Kind)),
+				slog.String("id", it.ID), slog.String("status", string(got.Status)), slog.Int("attempts", it.Attempts))
+			if got.Status == StatusPending {
+				res.Requeued++
+				if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+					// The next pass re-sends; the item is safe in the store.
+					m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
+				} else {
+					res.Resent++
+				}
+			} else {
+				res.Expired++
+			}
+		}
+	}
+	resendAfter := pol.ResendAfter
+	if resendAfter <= 0 {
+		resendAfter = time.Minute
+	}
+	pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: StatusPending, Oldest: true, Page: page.Query{Limit: m.limit()}})
+	if err != nil {
+		return err
+	}
+	for _, it := range pg.Items {
+		if it.UpdatedAt.After(now.Add(-resendAfter)) {
+			continue // its own wake-up is recent
+		}
+		if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+			return fmt.Errorf("resend %s: %w", it.ID, err)
+		}
+		res.Resent++
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// Protocol implements the claim protocol on a Backend.
+type Protocol struct {
+	Backend Backend
+	Clock   molt.Clock
+	IDs     molt.IDs
+	// Tries bounds how often a write whose outcome was unknown is re-tried after a
+	// read-back showed it had not been applied (default 3).
+	Tries int
+}
+
+// Conflict reasons returned by the protocol (molt.ECONFLICT with these Reasons).
+const (
+	ReasonExists       = "exists"        // Create: an item with that key exists
+	ReasonNotClaimable = "not_claimable" // Claim: not pending at the attempts seen
+	ReasonBudgetFull   = "budget_full"   // Claim: every slot of the kind is taken
+	ReasonLocked       = "locked"        // Claim: the item's lock is held by another
+	ReasonChanged      = "changed"       // Update/Requeue: the item is not as seen
+	ReasonAlsoFailed   = "also_failed"   // an extra op of the transaction failed
+)
+
+func (p *Protocol) now() time.Time { return p.Clock.Now().UTC() }
+
+func (p *Protocol) tries() int {
+	if p.Tries > 0 {
+		return p.Tries
+	}
+	return 3
+}
+
+// Create stores a new pending item (ID generated when empty) together with also,
+// atomically. It returns the stored item, ECONFLICT/ReasonExists when the key is
+// taken, EINVALID for a malformed item, and ECONFLICT/ReasonAlsoFailed when an
+// extra op's condition failed.
+func (p *Protocol) Create(ctx context.Context, it Item, also ...Op) (Item, error) {
+	if it.ID == "" {
+		it.ID = p.IDs.NewID()
+	}
+	if it.Status == "" {
+		it.Status = StatusPending
+	}
+	now := p.now()
+	it.Active, it.Token, it.HeartbeatAt = false, "", time.Time{}
+	it.CreatedAt, it.UpdatedAt = now, now
+	it.OpID = p.IDs.NewID()
+	if err := it.Validate(); err != nil {
+		return Item{}, err
+	}
+	ops := append([]Op{CreateItem{Item: it}}, also...)
+	err := p.commit(ctx, it.Kind, it.ID, it.OpID, ops)
+	if err != nil {
+		if idx, ok := failedIndex(err); ok {
+			if idx == 0 {
+				return Item{}, molt.Conflict(ReasonExists, "%s %s exists", it.Kind, it.ID)
+			}
+			return Item{}, alsoFailed(idx)
+		}
+		return Item{}, fmt.Errorf("create %s %s: %w", it.Kind, it.ID, err)
+	}
+	return it, nil
+}
+
+// Claim takes the pending item kind/id, whose attempts the caller saw as seen, to
+// running: attempts+1, a new token, heartbeat now, one slot of the kind's budget
+// (budget <= 0: unlimited) and the item's lock, all in one write.
+//
+// Errors: ENOTFOUND; ECONFLICT with ReasonNotClaimable (not pending at seen),
+// ReasonBudgetFull or ReasonLocked; EUNAVAILABLE when the store could not be
+// reached and the claim is known not to have been taken.
+func (p *Protocol) Claim(ctx context.Context, kind Kind, id string, seen, budget int) (Claim, Item, error) {
+	if err := ValidateKey(kind, id); err != nil {
+		return Claim{}, Item{}, err
+	}
+	cur, err := p.Backend.GetItem(ctx, kind, id)
+	if err != nil {
+		return Claim{}, Item{}, err
+	}
+	if cur.Status != StatusPending || cur.Attempts != seen || cur.Active {
+		return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, cur.Status, cur.Attempts)
+	}
+	now := p.now()
+	c := Claim{Kind: kind, ID: id, Attempts: seen + 1, Token: p.IDs.NewID()}
+	opID := p.IDs.NewID()
+	ops := []Op{
+		UpdateItem{Kind: kind, ID: id,
+			If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(seen), Active: Ptr(false)},
+			Set: Set{Status: StatusRunning, Active: Ptr(true), Attempts: Ptr(seen + 1),
+				Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
+		AdjustSlots{Kind: kind, Delta: 1, Max: budget},
+	}
+	if cur.LockKey != "" {
+		ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
+	}
+	if err := p.commit(ctx, kind, id, opID, ops); err != nil {
+		if idx, ok := failedIndex(err); ok {
+			switch idx {
+			case 1:
+				return Claim{}, Item{}, molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
+			case 2:
+				return Claim{}, Item{}, molt.Conflict(ReasonLocked, "lock %s is held", cur.LockKey)
+			default:
+				return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
+			}
+		}
+		return Claim{}, Item{}, fmt.Errorf("claim %s %s: %w", kind, id, err)
+	}
+	it := cur
+	it.Status, it.Active, it.Attempts, it.Token = StatusRunning, true, seen+1, c.Token
+	it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
+	return c, it, nil
+}
+
+// Heartbeat refreshes the claim's heartbeat. It returns ELOSTCLAIM when the claim
+// is no longer the caller's (the caller must stop and write nothing more).
+func (p *Protocol) Heartbeat(ctx context.Context, c Claim) error {
+	now := p.now()
+	opID := p.IDs.NewID()
+	op := UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c),
+		Set: Set{HeartbeatAt: Ptr(now), UpdatedAt: now, OpID: opID}}
+	if err := p.commit(ctx, c.Kind, c.ID, opID, []Op{op}); err != nil {
+		return p.ownedErr(c, "heartbeat", err)
+	}
+	return nil
+}
+
+// Transition is a claimed item's move to another status by its owner.
+type Transition struct {
+	To     Status
+	Keep   bool    // keep the claim (slot, lock, token): e.g. running → syncing
+	Data   []byte  // new Data; nil keeps it
+	Reason *string // new Reason; nil keeps it
+}
+
+// Transition moves the claimed item to t.To, releasing its slot and lock unless
+// t.Keep, together with also, in one write. It returns the item as written,
+// ELOSTCLAIM when the claim is no longer the caller's, and ECONFLICT/
+// ReasonAlsoFailed when an extra op's condition failed (nothing written).
+func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also ...Op) (Item, error) {
+	if t.To == "" {
+		return Item{}, molt.Invalid("status", "transition needs a target status")
+	}
+	cur, err := p.Backend.GetItem(ctx, c.Kind, c.ID)
+	if err != nil {
+		return Item{}, err
+	}
+	if !cur.Active || cur.Token != c.Token || cur.Attempts != c.Attempts {
+		return Item{}, lost(c, "transition")
+	}
+	now := p.now()
+	opID := p.IDs.NewID()
+	set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
+	ops := []Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}
+	if !t.Keep {
+		set.Active, set.Token = Ptr(false), Ptr("")
+		ops[0] = UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}
+		ops = append(ops, releaseOps(cur)...)
+	}
+	base := len(ops)
+	ops = append(ops, also...)
+	if err := p.commit(ctx, c.Kind, c.ID, opID, ops); err != nil {
+		if idx, ok := failedIndex(err); ok && idx >= base {
+			return Item{}, alsoFailed(idx - base)
+		}
+		return Item{}, p.ownedErr(c, "transition", err)
+	}
+	it := cur
+	it.Status, it.UpdatedAt, it.OpID = t.To, now, opID
+	if t.Data != nil {
+		it.Data = t.Data
+	}
+	if t.Reason != nil {
+		it.Reason = *t.Reason
+	}
+	if !t.Keep {
+		it.Active, it.Token = false, ""
+	}
+	return it, nil
+}
+
+// Requeue is the tick's move of a stale claim: seen is the item as the tick read
+// it, running (or in another claimed status) with a heartbeat before staleBefore.
+// While seen.Used() < maxAttempts it goes back to pending; otherwise to expired
+// (e.g. StatusTimeout) with reason "timeout". Slot and lock are released in the
+// same write. It returns ECONFLICT/ReasonChanged when the item moved on since it
+// was read (another tick, or a late heartbeat): nothing is written.
+func (p *Protocol) Requeue(ctx context.Context, seen Item, staleBefore time.Time, maxAttempts int, expired Status) (Item, error) {
+	if !seen.Active || seen.Token == "" || !seen.HeartbeatAt.Before(staleBefore) {
+		return Item{}, molt.Conflict(ReasonChanged, "%s %s is not stale", seen.Kind, seen.ID)
+	}
+	now := p.now()
+	opID := p.IDs.NewID()
+	to, reason := StatusPending, "requeued: heartbeat stale"
+	if seen.Used() >= maxAttempts {
+		to, reason = expired, "timeout: heartbeat stale and attempts spent"
+	}
+	ops := []Op{UpdateItem{Kind: seen.Kind, ID: seen.ID,
+		If: Cond{Statuses: []Status{seen.Status}, Attempts: Ptr(seen.Attempts), Token: seen.Token,
+			Active: Ptr(true), StaleBefore: staleBefore},
+		Set: Set{Status: to, Active: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
+	ops = append(ops, releaseOps(seen)...)
+	if err := p.commit(ctx, seen.Kind, seen.ID, opID, ops); err != nil {
+		if _, ok := failedIndex(err); ok {
+			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", seen.Kind, seen.ID)
+		}
+		return Item{}, fmt.Errorf("requeue %s %s: %w", seen.Kind, seen.ID, err)
+	}
+	it := seen
+	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
+	return it, nil
+}
+
+// Change is an unclaimed move of an item (a reviewer's approve or reject, a retry).
+type Change struct {
+	From         []Status // the item's status must be one of these
+	Attempts     int      // and its attempts must equal this (as the caller saw)
+	To           Status
+	AttemptsBase *int    // e.g. a retry: attempts_base = attempts
+	Data         []byte  // nil keeps it
+	Reason       *string // nil keeps it
+}
+
+// Update applies an unclaimed change to kind/id together with also, atomically. The
+// item must not be claimed. It returns ECONFLICT/ReasonChanged when the item is not
+// in ch.From at ch.Attempts (or is claimed), ECONFLICT/ReasonAlsoFailed when an
+// extra op failed, ENOTFOUND when absent.
+func (p *Protocol) Update(ctx context.Context, kind Kind, id string, ch Change, also ...Op) (Item, error) {
+	if err := ValidateKey(kind, id); err != nil {
+		return Item{}, err
+	}
+	if len(ch.From) == 0 || ch.To == "" {
+		return Item{}, molt.Invalid("status", "update needs from and to statuses")
+	}
+	cur, err := p.Backend.GetItem(ctx, kind, id)
+	if err != nil {
+		return Item{}, err
+	}
+	if cur.Active || cur.Attempts != ch.Attempts || !hasStatus(ch.From, cur.Status) {
+		return Item{}, molt.Conflict(ReasonChanged, "%s %s is %s", kind, id, cur.Status)
+	}
+	now := p.now()
+	opID := p.IDs.NewID()
+	ops := []Op{UpdateItem{Kind: kind, ID: id,
+		If:  Cond{Statuses: ch.From, Attempts: Ptr(ch.Attempts), Active: Ptr(false)},
+		Set: Set{Status: ch.To, AttemptsBase: ch.AttemptsBase, Data: ch.Data, Reason: ch.Reason, UpdatedAt: now, OpID: opID}}}
+	ops = append(ops, also...)
+	if err := p.commit(ctx, kind, id, opID, ops); err != nil {
+		if idx, ok := failedIndex(err); ok {
+			if idx >= 1 {
+				return Item{}, alsoFailed(idx - 1)
+			}
+			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", kind, id)
+		}
+		return Item{}, fmt.Errorf("update %s %s: %w", kind, id, err)
+	}
+	it := cur
+	it.Status, it.UpdatedAt, it.OpID = ch.To, now, opID
+	if ch.AttemptsBase != nil {
+		it.AttemptsBase = *ch.AttemptsBase
+	}
+	if ch.Data != nil {
+		it.Data = ch.Data
+	}
+	if ch.Reason != nil {
+		it.Reason = *ch.Reason
+	}
+	return it, nil
+}
+
+// commit runs ops whose first op writes kind/id with opID. When the outcome is
+// unknown it reads the item back: opID on the item means the commit was applied.
+// When it was not, and the failure was not a condition, the commit is tried again
+// (the conditions make that safe) up to p.tries() times. A condition failure after
+// an unknown outcome is also checked against opID: the earlier try may have landed
+// late. It returns nil, a *ConditionFailed, or EUNAVAILABLE.
+func (p *Protocol) commit(ctx context.Context, kind Kind, id, opID string, ops []Op) error {
+	var last error
+	uncertain := false
+	for try := 0; try < p.tries(); try++ {
+		err := p.Backend.Commit(ctx, ops...)
+		if err == nil {
+			return nil
+		}
+		if _, ok := failedIndex(err); ok {
+			if uncertain && p.landed(ctx, kind, id, opID) {
+				return nil
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			// The caller gave up; we cannot tell, so read back once without it.
+			if p.landed(context.WithoutCancel(ctx), kind, id, opID) {
+				return nil
+			}
+			return molt.Unavailable(err, "%s %s: write abandoned", kind, id)
+		}
+		last, uncertain = err, true
+		if p.landed(ctx, kind, id, opID) {
+			return nil
+		}
+	}
+	return molt.Unavailable(last, "%s %s: store unavailable", kind, id)
+}
+
+// landed reads the item back and reports whether the write opID was applied.
+func (p *Protocol) landed(ctx context.Context, kind Kind, id, opID string) bool {
+	for i := 0; i < 3; i++ {
+		it, err := p.Backend.GetItem(ctx, kind, id)
+		if err == nil {
+			return it.OpID == opID
+		}
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return false
+		}
+	}
+	return false
+}
+
+func (p *Protocol) ownedErr(c Claim, what string, err error) error {
+	if _, ok := failedIndex(err); ok {
+		return lost(c, what)
+	}
+	return fmt.Errorf("%s %s %s: %w", what, c.Kind, c.ID, err)
+}
+
+func owned(c Claim) Cond {
+	return Cond{Attempts: Ptr(c.Attempts), Token: c.Token, Active: Ptr(true)}
+}
+
+func releaseOps(it Item) []Op {
+	ops := []Op{AdjustSlots{Kind: it.Kind, Delta: -1}}
+	if it.LockKey != "" {
+		ops = append(ops, ReleaseLock{Key: it.LockKey, Holder: Holder(it.Kind, it.ID)})
+	}
+	return ops
+}
+
+func lost(c Claim, what string) error {
+	return &molt.Error{Code: molt.ELOSTCLAIM, Reason: "lost_claim",
+		Message: fmt.Sprintf("%s %s %s: claim at attempt %d is no longer held", what, c.Kind, c.ID, c.Attempts)}
+}
+
+func alsoFailed(idx int) error {
+	return &molt.Error{Code: molt.ECONFLICT, Reason: ReasonAlsoFailed,
+		Message: fmt.Sprintf("condition of extra op %d failed", idx), Details: idx}
+}
+
+func failedIndex(err error) (int, bool) {
+	var cf *ConditionFailed
+	if errors.As(err, &cf) {
+		return cf.Index, true
+	}
+	return 0, false
+}
+
+func hasStatus(set []Status, s Status) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// recorder is a queue.Sender that records wake-ups.
+type recorder struct {
+	mu   sync.Mutex
+	sent []queue.Message
+}
+
+func (r *recorder) Send(_ context.Context, m queue.Message) error {
+	r.mu.Lock()
+	r.sent = append(r.sent, m)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.sent {
+		if m.ID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// testMaintainer: the tick returns stale claims to pending (and re-sends their
+// wake-up) or makes them terminal, re-sends wake-ups for old pending work, and two
+// passes at once move each item once.
+func testMaintainer(t *testing.T, open Opener) {
+	e := setup(t, open)
+	rec := &recorder{}
+	pol := work.Policy{Kind: kindT, Budget: 10, Timeout: 10 * time.Minute, MaxAttempts: 2, Expired: work.StatusTimeout, ResendAfter: time.Minute}
+	m := &work.Maintainer{Protocol: e.p, Queue: rec, Policies: func(context.Context) ([]work.Policy, error) { return []work.Policy{pol}, nil }}
+
+	const stale = 6
+	var retry, spent []work.Item
+	for i := 0; i < stale; i++ {
+		it := e.create(kindT, "")
+		if i%2 == 1 { // spend one attempt already: requeue, re-claim
+			e.claim(it, 10)
+			e.clock.Advance(11 * time.Minute)
+			if _, err := e.p.Requeue(e.ctx, e.get(kindT, it.ID), e.clock.Now().Add(-10*time.Minute), 2, work.StatusTimeout); err != nil {
+				t.Fatal(err)
+			}
+			it = e.get(kindT, it.ID)
+			spent = append(spent, it)
+		} else {
+			retry = append(retry, it)
+		}
+		e.claim(it, 10)
+	}
+	fresh := e.claim(e.create(kindT, ""), 10) // heartbeats on time
+	waiting := e.create(kindT, "")            // pending, wake-up maybe lost
+	e.clock.Advance(11 * time.Minute)
+	if err := e.p.Heartbeat(e.ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	newPending := e.create(kindT, "") // its own wake-up was just sent
+
+	// Two passes at once.
+	var wg sync.WaitGroup
+	results := make([]work.Result, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); results[i], errs[i] = m.RunOnce(e.ctx) }(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("pass: %v", err)
+		}
+	}
+	requeued := results[0].Requeued + results[1].Requeued
+	expired := results[0].Expired + results[1].Expired
+	if requeued != len(retry) || expired != len(spent) {
+		t.Fatalf("two passes requeued %d expired %d, want %d and %d (each item once)", requeued, expired, len(retry), len(spent))
+	}
+	for _, it := range retry {
+		if got := e.get(kindT, it.ID); got.Status != work.StatusPending || got.Active {
+			t.Fatalf("retryable stale item %s is %s", it.ID, got.Status)
+		}
+		if rec.count(it.ID) == 0 {
+			t.Fatalf("no wake-up re-sent for requeued %s", it.ID)
+		}
+	}
+	for _, it := range spent {
+		if got := e.get(kindT, it.ID); got.Status != work.StatusTimeout || got.Active {
+			t.Fatalf("spent stale item %s is %s", it.ID, got.Status)
+		}
+	}
+	if got := e.get(kindT, fresh.ID); got.Status != work.StatusRunning || got.Token != fresh.Token {
+		t.Fatalf("fresh claim was touched: %+v", got)
+	}
+	if rec.count(waiting.ID) == 0 {
+		t.Fatal("no wake-up re-sent for old pending work")
+	}
+	if rec.count(newPending.ID) != 0 {
+		t.Fatal("wake-up re-sent for work created this instant")
+	}
+	if n := e.active(kindT); n != 1 {
+		t.Fatalf("active after passes = %d, want 1 (the fresh claim)", n)
+	}
+	// A further pass finds nothing stale.
+	res, err := m.RunOnce(e.ctx)
+	if err != nil || res.Requeued != 0 || res.Expired != 0 {
+		t.Fatalf("third pass %+v %v, want nothing stale", res, err)
+	}
+}

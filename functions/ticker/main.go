@@ -1,0 +1,25 @@
+// Command ticker is the Lambda function run by the EventBridge schedule: one
+// bounded maintenance pass per event (stale claims, lost wake-ups).
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/obs"
+)
+
+func main() {
+	logger := obs.NewLogger(os.Stdout)
+	slog.SetDefault(logger)
+	a, err := app.Open(context.Background(), app.ConfigFromEnv(os.Environ()), logger)
+	if err != nil {
+		logger.Error("start", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+	lambda.Start(a.TickerLambda())
+}

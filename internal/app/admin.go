@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// AdminTokenFile is where `molt serve` keeps the admin token it created, mode 0600.
+const AdminTokenFile = "admin-token"
+
+// EnsureAdminToken makes sure an admin (full) token exists and returns its secret.
+// With envSecret (MOLT_ADMIN_TOKEN) set, that secret is stored (idempotently) and
+// used. Otherwise the secret in <dataDir>/admin-token is reused when its hash is in
+// the store; on first start a new token is created, printed once to out, and
+// written to that file with mode 0600.
+func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Writer) (string, error) {
+	path := filepath.Join(a.Config.DataDir, AdminTokenFile)
+	if envSecret != "" {
+		if len(envSecret) < 20 {
+			return "", molt.Invalid("MOLT_ADMIN_TOKEN", "MOLT_ADMIN_TOKEN must be at least 20 characters")
+		}
+		if err := a.storeFull(ctx, envSecret); err != nil {
+			return "", err
+		}
+		fmt.Fprintln(out, "admin token: from MOLT_ADMIN_TOKEN")
+		return envSecret, nil
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		secret := strings.TrimSpace(string(b))
+		if _, err := a.Store.TokenByHash(ctx, auth.Hash(secret)); err == nil {
+			fmt.Fprintf(out, "admin token: in %s\n", path)
+			return secret, nil
+		} else if molt.ErrorCode(err) != molt.ENOTFOUND {
+			return "", err
+		}
+		// The file outlived its store (a fresh table, a deleted db): store it again.
+		if err := a.storeFull(ctx, secret); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(out, "admin token: in %s\n", path)
+		return secret, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	secret, tok, err := auth.New(auth.Full, "", "admin", a.Clock.Now())
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(a.Config.DataDir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	if err := a.Store.PutToken(ctx, tok); err != nil {
+		return "", fmt.Errorf("store admin token: %w", err)
+	}
+	fmt.Fprintf(out, "admin token (shown once, also saved to %s):\n%s\n", path, secret)
+	return secret, nil
+}
+
+func (a *App) storeFull(ctx context.Context, secret string) error {
+	h := auth.Hash(secret)
+	if _, err := a.Store.TokenByHash(ctx, h); err == nil {
+		return nil
+	}
+	tok := auth.Token{Hash: h, ID: h[:12], Level: auth.Full, Name: "admin", CreatedAt: a.Clock.Now()}
+	if err := a.Store.PutToken(ctx, tok); err != nil && molt.ErrorCode(err) != molt.ECONFLICT {
+		return fmt.Errorf("store admin token: %w", err)
+	}
+	return nil
+}
+
+// CreateToken creates a token and returns its secret.
+func (a *App) CreateToken(ctx context.Context, level auth.Level, ws, name string) (string, auth.Token, error) {
+	secret, tok, err := auth.New(level, ws, name, a.Clock.Now())
+	if err != nil {
+		return "", auth.Token{}, err
+	}
+	if err := a.Store.PutToken(ctx, tok); err != nil {
+		return "", auth.Token{}, fmt.Errorf("store token: %w", err)
+	}
+	return secret, tok, nil
+}

@@ -1,0 +1,105 @@
+package app
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// Backends.
+const (
+	BackendLocal = "local" // SQLite file, in-process queues, blob folder
+	BackendAWS   = "aws"   // DynamoDB, SQS, S3
+)
+
+// Config names the adapters to build.
+type Config struct {
+	Backend string            // BackendLocal or BackendAWS
+	DataDir string            // local: where molt.db and blobs live
+	Table   string            // aws: DynamoDB table
+	Bucket  string            // aws: S3 bucket
+	Queues  map[string]string // aws: work kind → SQS queue URL
+}
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvBackend     = "MOLT_BACKEND"
+	EnvData        = "MOLT_DATA"
+	EnvTable       = "MOLT_TABLE"
+	EnvBucket      = "MOLT_BUCKET"
+	EnvQueuePrefix = "MOLT_QUEUE_" // MOLT_QUEUE_TURN=https://… (kind upper-cased)
+)
+
+// ConfigFromEnv reads the configuration from environment variables (environ is
+// os.Environ()). On Lambda (AWS_LAMBDA_FUNCTION_NAME set) the backend is always aws.
+func ConfigFromEnv(environ []string) Config {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	c := Config{
+		Backend: env[EnvBackend],
+		DataDir: env[EnvData],
+		Table:   env[EnvTable],
+		Bucket:  env[EnvBucket],
+		Queues:  map[string]string{},
+	}
+	if env["AWS_LAMBDA_FUNCTION_NAME"] != "" {
+		c.Backend = BackendAWS
+	}
+	if c.Backend == "" {
+		c.Backend = BackendLocal
+	}
+	if c.DataDir == "" {
+		c.DataDir = ".molt"
+	}
+	if c.Table == "" {
+		c.Table = "molt"
+	}
+	if c.Bucket == "" {
+		c.Bucket = "molt-artifacts"
+	}
+	for k, v := range env {
+		if kind, ok := strings.CutPrefix(k, EnvQueuePrefix); ok && v != "" {
+			c.Queues[strings.ToLower(kind)] = v
+		}
+	}
+	return c
+}
+
+// Validate returns EINVALID naming the bad setting.
+func (c Config) Validate() error {
+	switch c.Backend {
+	case BackendLocal:
+		if c.DataDir == "" {
+			return molt.Invalid(EnvData, "%s is empty", EnvData)
+		}
+	case BackendAWS:
+		if c.Table == "" || c.Bucket == "" {
+			return molt.Invalid(EnvTable, "%s and %s are required for the aws backend", EnvTable, EnvBucket)
+		}
+	default:
+		return molt.Invalid(EnvBackend, "%s must be %q or %q", EnvBackend, BackendLocal, BackendAWS)
+	}
+	return nil
+}
+
+// DBPath is the SQLite file of the local backend.
+func (c Config) DBPath() string { return filepath.Join(c.DataDir, "molt.db") }
+
+// BlobDir is the blob folder of the local backend.
+func (c Config) BlobDir() string { return filepath.Join(c.DataDir, "blobs") }
+
+// QueueKinds lists the kinds with a configured queue, sorted.
+func (c Config) QueueKinds() []string {
+	ks := make([]string, 0, len(c.Queues))
+	for k := range c.Queues {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,131 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/molt-dev/molt/internal/consumer"
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/sqsqueue"
+)
+
+// ServeOptions configure `molt serve`.
+type ServeOptions struct {
+	Addr       string        // API address, default 127.0.0.1:8080
+	Tick       time.Duration // interval of the maintenance pass, default 10s
+	AdminToken string        // MOLT_ADMIN_TOKEN, optional
+	Out        io.Writer     // where the admin token and the address are printed
+	// Ready, when set, is called with the listener's address once it accepts.
+	Ready func(addr string)
+}
+
+// Serve runs the API, the tick and every registered worker in this process until
+// ctx ends, then shuts down gracefully: the server stops accepting, requests in
+// flight finish (up to 15 s), workers release unfinished messages.
+func (a *App) Serve(ctx context.Context, o ServeOptions) error {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.Tick <= 0 {
+		o.Tick = 10 * time.Second
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if _, err := a.EnsureAdminToken(ctx, o.AdminToken, o.Out); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", o.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           a.HTTPHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(o.Out, "molt %s listening on http://%s (backend %s)\n", versionString(), ln.Addr(), a.Config.Backend)
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.tickLoop(bg, o.Tick) })
+	for _, w := range a.workers {
+		rcv, err := a.receiver(string(w.Kind))
+		if err != nil {
+			stop()
+			wg.Wait()
+			_ = ln.Close()
+			return err
+		}
+		c := &consumer.Consumer{Receiver: rcv, Handler: w.Handler, Log: a.Logger, Workers: 2}
+		wg.Go(func() { _ = c.Run(bg) })
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		stop()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	a.Logger.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutCtx)
+	stop()
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func (a *App) receiver(kind string) (queue.Receiver, error) {
+	if a.Local != nil {
+		return a.Local.Receiver(kind), nil
+	}
+	url, ok := a.Config.Queues[kind]
+	if !ok {
+		return nil, fmt.Errorf("no queue configured for %s (set %s%s)", kind, EnvQueuePrefix, upper(kind))
+	}
+	return sqsqueue.NewReceiver(a.SQS, url), nil
+}
+
+// tickLoop runs the maintenance pass now and then every interval. Passes never
+// overlap within the process; across processes they may, harmlessly.
+func (a *App) tickLoop(ctx context.Context, every time.Duration) {
+	m := a.Maintainer()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		res, err := m.RunOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.Logger.Error("tick failed", slog.String("error", err.Error()))
+		case res.Requeued+res.Expired+res.Resent > 0:
+			a.Logger.Info("tick", slog.Int("requeued", res.Requeued), slog.Int("expired", res.Expired),
+				slog.Int("resent", res.Resent), slog.Int("raced", res.Raced))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

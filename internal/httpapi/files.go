@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// fileJSON is a file of a surface as the API shows it.
+type fileJSON struct {
+	Path      string    `json:"path"`
+	SHA256    string    `json:"sha256"`
+	Size      int       `json:"size"`
+	Scope     string    `json:"scope"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func toFileJSON(f workspace.File, scope string) fileJSON {
+	return fileJSON{Path: f.Path, SHA256: f.SHA256, Size: f.Size, Scope: scope, UpdatedAt: f.UpdatedAt}
+}
+
+func scopeOf(ws string) string {
+	if ws == workspace.Global {
+		return workspace.ScopeGlobal
+	}
+	return workspace.ScopeWorkspace
+}
+
+// surfacePath validates the {path...} path value; every failure is EINVALID with
+// reason invalid_path.
+func surfacePath(r *http.Request) (string, error) {
+	p := r.PathValue("path")
+	if err := workspace.ValidatePath(p); err != nil {
+		var me *molt.Error
+		if errors.As(err, &me) {
+			return "", &molt.Error{Code: molt.EINVALID, Reason: reasonInvalidPath, Field: "path", Message: me.Message}
+		}
+		return "", err
+	}
+	return p, nil
+}
+
+// fileTarget resolves and authorizes the workspace and path of a file route.
+func fileTarget(r *http.Request, c auth.Caller, write bool) (ws, p string, err error) {
+	if ws, err = workspaceName(r, true); err != nil {
+		return "", "", err
+	}
+	if err = authorize(c, ws, write); err != nil {
+		return "", "", err
+	}
+	if p, err = surfacePath(r); err != nil {
+		return "", "", err
+	}
+	return ws, p, nil
+}
+
+// requireWorkspace returns ENOTFOUND unless ws is Global or an existing workspace.
+func (s *server) requireWorkspace(r *http.Request, ws string) error {
+	if ws == workspace.Global {
+		return nil
+	}
+	if _, err := s.store.GetWorkspace(r.Context(), ws); err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return notFoundWS(ws)
+		}
+		return fmt.Errorf("get workspace %s: %w", ws, err)
+	}
+	return nil
+}
+
+// listFiles lists the effective surface of ws (global files overridden by the
+// workspace's), or the global surface itself for ws = global.
+func (s *server) listFiles(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws, err := workspaceName(r, true)
+	if err != nil {
+		return err
+	}
+	if err := authorize(c, ws, false); err != nil {
+		return err
+	}
+	if err := s.requireWorkspace(r, ws); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	global, err := s.store.ListFiles(ctx, workspace.Global)
+	if err != nil {
+		return fmt.Errorf("list global files: %w", err)
+	}
+	var own []workspace.File
+	if ws != workspace.Global {
+		if own, err = s.store.ListFiles(ctx, ws); err != nil {
+			return fmt.Errorf("list files of %s: %w", ws, err)
+		}
+	}
+	out := listResponse[fileJSON]{Items: []fileJSON{}}
+	for _, f := range workspace.Effective(global, own) {
+		out.Items = append(out.Items, toFileJSON(f.File, f.Scope))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// effectiveFile returns the file an agent of ws sees at p: the workspace's own,
+// else the global one unless the workspace overrides its folder.
+func (s *server) effectiveFile(r *http.Request, ws, p string) (workspace.File, string, error) {
+	ctx := r.Context()
+	f, err := s.store.GetFile(ctx, ws, p)
+	if err == nil {
+		return f, scopeOf(ws), nil
+	}
+	if molt.ErrorCode(err) != molt.ENOTFOUND {
+		return workspace.File{}, "", fmt.Errorf("get file %s of %s: %w", p, ws, err)
+	}
+	missing := molt.NotFound("file %q not found", p)
+	if ws == workspace.Global {
+		return workspace.File{}, "", missing
+	}
+	g, err := s.store.GetFile(ctx, workspace.Global, p)
+	if err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return workspace.File{}, "", missing
+		}
+		return workspace.File{}, "", fmt.Errorf("get global file %s: %w", p, err)
+	}
+	if workspace.Folder(p) != "" {
+		// A workspace folder of the same name hides the global one as a whole.
+		own, err := s.store.ListFiles(ctx, ws)
+		if err != nil {
+			return workspace.File{}, "", fmt.Errorf("list files of %s: %w", ws, err)
+		}
+		eff := workspace.Effective([]workspace.File{g}, own)
+		for _, e := range eff {
+			if e.Path == p && e.Scope == workspace.ScopeGlobal {
+				return g, workspace.ScopeGlobal, nil
+			}
+		}
+		return workspace.File{}, "", missing
+	}
+	return g, workspace.ScopeGlobal, nil
+}
+
+func (s *server) getFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws, p, err := fileTarget(r, c, false)
+	if err != nil {
+		return err
+	}
+	if err := s.requireWorkspace(r, ws); err != nil {
+		return err
+	}
+	f, scope, err := s.effectiveFile(r, ws, p)
+	if err != nil {
+		return err
+	}
+	etag := `"` + f.SHA256 + `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("X-Molt-Scope", scope)
+	if etagMatches(r, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	h.Set("Content-Type", contentType(p))
+	h.Set("Content-Length", strconv.Itoa(len(f.Content)))
+	// Surface files are data: never let a browser run them.
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(f.Content)
+	return nil
+}
+
+// etagMatches reports whether If-None-Match names etag (the Lambda proxy splits
+// the header on commas, so every value is looked at).
+func etagMatches(r *http.Request, etag string) bool {
+	for _, v := range r.Header.Values("If-None-Match") {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+			if t == "*" || t == etag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// contentType of a surface file by its extension.
+func contentType(p string) string {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".md":
+		return "text/markdown; charset=utf-8"
+	case ".yaml", ".yml":
+		return "application/yaml"
+	}
+	return "text/plain; charset=utf-8"
+}
+
+func (s *server) putFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws, p, err := fileTarget(r, c, true)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, workspace.MaxFileSize)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	created := false
+	switch _, err := s.store.GetFile(ctx, ws, p); {
+	case molt.ErrorCode(err) == molt.ENOTFOUND:
+		created = true
+	case err != nil:
+		return fmt.Errorf("get file %s of %s: %w", p, ws, err)
+	}
+	f, err := s.store.PutFile(ctx, workspace.NewFile(ws, p, body, s.clock.Now()))
+	if err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return notFoundWS(ws)
+		}
+		return fmt.Errorf("put file %s of %s: %w", p, ws, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("ETag", `"`+f.SHA256+`"`)
+	writeJSON(w, status, toFileJSON(f, scopeOf(ws)))
+	return nil
+}
+
+func (s *server) deleteFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws, p, err := fileTarget(r, c, true)
+	if err != nil {
+		return err
+	}
+	if err := s.requireWorkspace(r, ws); err != nil {
+		return err
+	}
+	if err := s.store.DeleteFile(r.Context(), ws, p); err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return molt.NotFound("file %q not found", p)
+		}
+		return fmt.Errorf("delete file %s of %s: %w", p, ws, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,318 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/obs"
+	"github.com/molt-dev/molt/internal/store"
+)
+
+// DefaultMaxBody is the default limit of a JSON request body.
+const DefaultMaxBody = 1 << 20
+
+// Config wires the handler. Store is required; every other field has a default.
+type Config struct {
+	Store        store.Store
+	Clock        molt.Clock   // default molt.SystemClock
+	Logger       *slog.Logger // default obs.NewLogger(os.Stderr)
+	Version, SHA string       // for /health; default buildinfo.Version, buildinfo.SHA
+	// MaxBody limits JSON request bodies (default DefaultMaxBody). File bodies are
+	// limited by workspace.MaxFileSize.
+	MaxBody int64
+}
+
+type server struct {
+	store   store.Store
+	clock   molt.Clock
+	log     *slog.Logger
+	version string
+	sha     string
+	maxBody int64
+	mux     *http.ServeMux
+}
+
+// New returns the UI API handler. It panics when c.Store is nil.
+func New(c Config) http.Handler {
+	if c.Store == nil {
+		panic("httpapi: Config.Store is nil")
+	}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody}
+	if s.clock == nil {
+		s.clock = molt.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = obs.NewLogger(os.Stderr)
+	}
+	if _, ok := s.log.Handler().(obs.Handler); !ok {
+		// Context attributes (the request id) must reach every record.
+		s.log = slog.New(obs.Handler{Handler: s.log.Handler()})
+	}
+	if s.version == "" {
+		s.version = buildinfo.Version
+	}
+	if s.sha == "" {
+		s.sha = buildinfo.SHA
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s
+}
+
+func (s *server) routes() {
+	s.mux.HandleFunc("GET /health", s.open(s.health))
+
+	s.handle("GET /api/workspaces", s.listWorkspaces)
+	s.handle("PUT /api/workspaces/{ws}", s.putWorkspace)
+	s.handle("GET /api/workspaces/{ws}", s.getWorkspace)
+	s.handle("DELETE /api/workspaces/{ws}", s.deleteWorkspace)
+
+	s.handle("GET /api/workspaces/{ws}/files", s.listFiles)
+	s.handle("GET /api/workspaces/{ws}/files/{path...}", s.getFile)
+	s.handle("PUT /api/workspaces/{ws}/files/{path...}", s.putFile)
+	s.handle("DELETE /api/workspaces/{ws}/files/{path...}", s.deleteFile)
+
+	s.handle("GET /api/settings", s.getSettings)
+	s.handle("PUT /api/settings", s.putSettings)
+}
+
+// authedFunc is a route handler behind authentication. A returned error is sent
+// as a problem; the handler must not have written anything then.
+type authedFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) error
+
+// handle registers an authenticated route.
+func (s *server) handle(pattern string, fn authedFunc) {
+	s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
+		c, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, c)
+	}))
+}
+
+// open adapts an error-returning handler and marks the request as routed.
+func (s *server) open(fn func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if rec, ok := w.(*recorder); ok {
+			rec.routed = true
+			rec.route = r.Pattern
+		}
+		if err := fn(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// authenticate resolves the bearer token. Neither the secret nor its hash is
+// ever logged or returned.
+func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "missing bearer token"}
+	}
+	secret := auth.ParseBearer(h)
+	if secret == "" {
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "malformed bearer token"}
+	}
+	t, err := s.store.TokenByHash(r.Context(), auth.Hash(secret))
+	switch {
+	case molt.ErrorCode(err) == molt.ENOTFOUND:
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "unknown bearer token"}
+	case err != nil:
+		// The cause is logged: strip anything of the credential an adapter put in it.
+		code := molt.ErrorCode(err)
+		if code != molt.EUNAVAILABLE {
+			code = molt.EINTERNAL
+		}
+		h := auth.Hash(secret)
+		cause := strings.NewReplacer(secret, "[secret]", h, "[hash]", h[:12], "[hash]").Replace(err.Error())
+		return auth.Caller{}, &molt.Error{Code: code, Message: "token lookup failed", Err: errors.New("look up token: " + cause)}
+	case t.Level.Rank() == 0:
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "token has an unknown level"}
+	}
+	return auth.Caller{Token: t}, nil
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version, "sha": s.sha})
+	return nil
+}
+
+// ServeHTTP adds the request id, security headers, the raw path check, problem
+// replies for the router's own 404/405/redirects, panic recovery and one access
+// log line per request.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := newRequestID(r)
+	ctx := obs.With(context.WithValue(r.Context(), reqIDKey{}, id), slog.String("request_id", id))
+	r = r.WithContext(ctx)
+
+	h := w.Header()
+	h.Set("X-Request-Id", id)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+
+	rec := &recorder{ResponseWriter: w, req: r}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.LogAttrs(ctx, slog.LevelError, "panic serving request", slog.String("panic", fmt.Sprint(v)))
+			if !rec.wrote {
+				rec.routed = true
+				p, _ := problemFor(errors.New("panic"))
+				writeProblem(rec, r, p)
+			}
+		}
+		route := rec.route
+		if route == "" {
+			route = "unmatched"
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "http request",
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", rec.status),
+			slog.Int64("duration_ms", time.Since(start).Milliseconds()))
+	}()
+
+	if err := checkRawPath(r); err != nil {
+		rec.routed = true
+		s.writeError(rec, r, err)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+	if !rec.wrote {
+		rec.WriteHeader(http.StatusOK)
+	}
+}
+
+// checkRawPath refuses a path with ".", ".." or empty inner segments (decoded, so
+// %2e%2e and %2F-hidden segments count too) before the router can clean it or
+// redirect it somewhere else.
+func checkRawPath(r *http.Request) error {
+	p := r.URL.Path
+	bad := &molt.Error{Code: molt.EINVALID, Reason: reasonInvalidPath, Field: "path",
+		Message: "the request path must be clean: no \".\", \"..\" or empty segments"}
+	if !strings.HasPrefix(p, "/") {
+		return bad
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return bad
+		case seg == "" && i != len(segs)-1:
+			return bad
+		case strings.ContainsAny(seg, "\\\x00"):
+			return bad
+		}
+	}
+	return nil
+}
+
+type reqIDKey struct{}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(reqIDKey{}).(string)
+	return id
+}
+
+var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
+
+// newRequestID returns the caller's X-Request-Id when it is sane, else the Lambda
+// request id, else a random one.
+func newRequestID(r *http.Request) string {
+	if v := r.Header.Get("X-Request-Id"); reqIDRe.MatchString(v) {
+		return v
+	}
+	if lc, ok := lambdacontext.FromContext(r.Context()); ok && reqIDRe.MatchString(lc.AwsRequestID) {
+		return lc.AwsRequestID
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// recorder remembers the status for the access log and replaces the router's own
+// replies (404, 405 and trailing-slash redirects, plain text) by problems.
+type recorder struct {
+	http.ResponseWriter
+	req       *http.Request
+	status    int
+	wrote     bool
+	routed    bool   // one of our handlers took the request
+	route     string // its pattern
+	swallowed bool   // the router's reply was replaced
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	if !w.routed {
+		w.swallowed = true
+		h := w.Header()
+		allow := h.Get("Allow")
+		for _, k := range []string{"Location", "Content-Type", "Content-Length", "Allow"} {
+			h.Del(k)
+		}
+		h.Set("X-Content-Type-Options", "nosniff")
+		p, _ := problemFor(molt.NotFound("no such route"))
+		if code == http.StatusMethodNotAllowed && allow != "" {
+			h.Set("Allow", allow)
+			p, _ = problemFor(&molt.Error{Code: molt.EINVALID, Reason: reasonMethodNotAllowed,
+				Message: "method " + w.req.Method + " is not allowed here; allowed: " + allow})
+		}
+		w.status, w.wrote = p.Status, true
+		writeProblem(w.ResponseWriter, w.req, p)
+		return
+	}
+	w.status = code
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.swallowed {
+		return len(b), nil
+	}
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

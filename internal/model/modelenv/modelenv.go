@@ -1,0 +1,67 @@
+// Package modelenv chooses molt's model provider from the environment. It is the
+// one place that knows every provider, so internal/model itself stays free of the
+// AWS SDK.
+package modelenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/model/bedrock"
+	"github.com/molt-dev/molt/internal/model/offline"
+	"github.com/molt-dev/molt/internal/model/openai"
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// The environment variables FromEnv reads.
+const (
+	EnvModel         = "MOLT_MODEL"      // offline | openai:<model> | bedrock:<model-id>
+	EnvOpenAIBaseURL = "OPENAI_BASE_URL" // default openai.DefaultBaseURL
+	EnvOpenAIKey     = "OPENAI_API_KEY"  // Bearer token; required for the default base URL
+)
+
+// FromEnv returns the model MOLT_MODEL names:
+//
+//   - "" or "offline": the offline development provider;
+//   - "openai:<model>": an OpenAI-compatible endpoint at OPENAI_BASE_URL (default
+//     https://api.openai.com/v1) with OPENAI_API_KEY, which may be empty only for
+//     another base URL (local servers often need none);
+//   - "bedrock:<model-id>": Bedrock Converse with the AWS configuration awsCfg
+//     loads (internal/awsenv.Load in production), called only for this choice.
+//
+// Anything else, or a missing model id or key, is EINVALID naming the variable.
+// The API key is never part of an error.
+func FromEnv(ctx context.Context, getenv func(string) string, awsCfg func(context.Context) (aws.Config, error)) (model.Model, error) {
+	spec := strings.TrimSpace(getenv(EnvModel))
+	provider, id, _ := strings.Cut(spec, ":")
+	id = strings.TrimSpace(id)
+	switch {
+	case spec == "" || spec == "offline":
+		return offline.New(), nil
+	case provider == "openai" && id != "":
+		base := strings.TrimSpace(getenv(EnvOpenAIBaseURL))
+		key := strings.TrimSpace(getenv(EnvOpenAIKey))
+		if key == "" && (base == "" || strings.TrimRight(base, "/") == openai.DefaultBaseURL) {
+			return nil, molt.Invalid(EnvOpenAIKey, "%s is required for %s", EnvOpenAIKey, openai.DefaultBaseURL)
+		}
+		return openai.New(openai.Config{BaseURL: base, APIKey: key, Model: id})
+	case provider == "bedrock" && id != "":
+		cfg, err := awsCfg(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load aws config for bedrock: %w", err)
+		}
+		return bedrock.New(bedrock.NewClient(cfg), id)
+	}
+	return nil, molt.Invalid(EnvModel, "%s=%q: want offline, openai:<model> or bedrock:<model-id>", EnvModel, shorten(spec))
+}
+
+func shorten(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -25,7 +25,9 @@ import (
 
 	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/awsbackend"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/obs"
 )
 
@@ -64,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return invoke(ctx, args[1:], stdout, logger)
 	case "bootstrap":
 		cfg := app.ConfigFromEnv(os.Environ())
-		return app.Bootstrap(ctx, cfg, app.Kinds(), stdout)
+		return awsbackend.Bootstrap(ctx, cfg, app.Kinds(), stdout)
 	case "version":
 		fmt.Fprintf(stdout, "molt %s (%s)\n", buildinfo.Version, buildinfo.SHA)
 		return nil
@@ -82,7 +84,10 @@ func open(ctx context.Context, data string, logger *slog.Logger) (*app.App, erro
 	if data != "" {
 		cfg.DataDir = data
 	}
-	return app.Open(ctx, cfg, logger)
+	if cfg.Backend == app.BackendAWS {
+		return awsbackend.NewApp(ctx, cfg, logger)
+	}
+	return localbackend.NewApp(cfg, logger)
 }
 
 func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

@@ -3,28 +3,18 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
-	"github.com/molt-dev/molt/internal/dirblob"
-	"github.com/molt-dev/molt/internal/dynamo"
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/memqueue"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
-	"github.com/molt-dev/molt/internal/s3blob"
 	"github.com/molt-dev/molt/internal/settings"
-	"github.com/molt-dev/molt/internal/sqlite"
-	"github.com/molt-dev/molt/internal/sqsqueue"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
 )
@@ -58,51 +48,42 @@ type Worker struct {
 	Handler queue.Handler
 }
 
-// Open builds the adapters cfg names.
-func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// Deps are the adapters an App runs on, built by internal/localbackend or
+// internal/awsbackend (separate packages, so a Lambda binary links no SQLite).
+type Deps struct {
+	Store store.Store
+	Blobs blob.Store
+	Queue queue.Sender
+	Local *memqueue.Queues // local backend: the queues workers receive from
+	SQS   *sqs.Client      // aws backend: for receivers in `molt serve`
+	Close func() error     // releases what the backend opened; may be nil
+	Clock molt.Clock       // nil: the system clock
+	IDs   molt.IDs         // nil: sortable ids on Clock
+}
+
+// New wires an App on deps.
+func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	clock := molt.SystemClock{}
-	ids := &molt.SortableIDs{Clock: clock}
-	a := &App{Config: cfg, Clock: clock, IDs: ids, Logger: logger}
-	switch cfg.Backend {
-	case BackendLocal:
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
-		}
-		st, err := sqlite.Open(cfg.DBPath(), sqlite.Options{Clock: clock, IDs: ids})
-		if err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		a.closers = append(a.closers, st.Close)
-		blobs, err := dirblob.New(cfg.BlobDir())
-		if err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("open blobs: %w", err)
-		}
-		a.closers = append(a.closers, blobs.Close)
-		a.Store, a.Blobs = st, blobs
-		a.Local = memqueue.New()
-		a.Queue = a.Local
-	case BackendAWS:
-		awsCfg, err := awsenv.Load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		a.Store = dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table, dynamo.Options{Clock: clock, IDs: ids})
-		a.Blobs = s3blob.New(s3.NewFromConfig(awsCfg, s3blob.ClientOptions()), cfg.Bucket)
-		a.SQS = sqs.NewFromConfig(awsCfg)
-		a.Queue = sqsqueue.New(a.SQS, cfg.Queues)
+	var clock molt.Clock = molt.SystemClock{}
+	if d.Clock != nil {
+		clock = d.Clock
+	}
+	var ids molt.IDs = &molt.SortableIDs{Clock: clock}
+	if d.IDs != nil {
+		ids = d.IDs
+	}
+	a := &App{Config: cfg, Clock: clock, IDs: ids, Logger: logger,
+		Store: d.Store, Blobs: d.Blobs, Queue: d.Queue, Local: d.Local, SQS: d.SQS}
+	if d.Close != nil {
+		a.closers = append(a.closers, d.Close)
 	}
 	a.Protocol = &work.Protocol{Backend: a.Store, Clock: clock, IDs: ids}
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
-	return a, nil
+	return a
 }
 
 // Close releases the store.

@@ -1,15 +1,17 @@
-package app
+package awsbackend
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dynamo"
 	"github.com/molt-dev/molt/internal/s3blob"
@@ -25,7 +27,7 @@ const QueueVisibility = 15 * time.Minute
 // per registered kind of work on the configured AWS endpoint — LocalStack or the
 // Go emulator in development — idempotently, and prints the environment that
 // points `molt serve` (MOLT_BACKEND=aws) at them.
-func Bootstrap(ctx context.Context, cfg Config, kinds []string, out io.Writer) error {
+func Bootstrap(ctx context.Context, cfg app.Config, kinds []string, out io.Writer) error {
 	awsCfg, err := awsenv.Load(ctx)
 	if err != nil {
 		return err
@@ -39,7 +41,7 @@ func Bootstrap(ctx context.Context, cfg Config, kinds []string, out io.Writer) e
 	}
 	fmt.Fprintf(out, "bucket %s ready\n", cfg.Bucket)
 	sqsClient := sqs.NewFromConfig(awsCfg)
-	exports := []string{"MOLT_BACKEND=aws", EnvTable + "=" + cfg.Table, EnvBucket + "=" + cfg.Bucket}
+	exports := []string{"MOLT_BACKEND=aws", app.EnvTable + "=" + cfg.Table, app.EnvBucket + "=" + cfg.Bucket}
 	for _, kind := range kinds {
 		name := cfg.Table + "-" + kind
 		url, dlq, err := sqsqueue.Ensure(ctx, sqsClient, name, QueueVisibility)
@@ -47,7 +49,7 @@ func Bootstrap(ctx context.Context, cfg Config, kinds []string, out io.Writer) e
 			return fmt.Errorf("bootstrap queue %s: %w", name, err)
 		}
 		fmt.Fprintf(out, "queue %s ready (dead letters: %s)\n", url, dlq)
-		exports = append(exports, EnvQueuePrefix+upper(kind)+"="+url)
+		exports = append(exports, app.EnvQueuePrefix+strings.ToUpper(kind)+"="+url)
 	}
 	fmt.Fprintln(out, "environment for `molt serve` on this endpoint:")
 	for _, e := range exports {

@@ -1,0 +1,50 @@
+// Package awsbackend builds the adapters molt runs on in AWS: DynamoDB, S3 and SQS
+// (on AWS_ENDPOINT_URL when set: LocalStack or the Go emulator), and creates them
+// for development (Bootstrap).
+package awsbackend
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/awsenv"
+	"github.com/molt-dev/molt/internal/dynamo"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/s3blob"
+	"github.com/molt-dev/molt/internal/sqsqueue"
+)
+
+// NewApp builds an App on the AWS adapters: what every Lambda function runs on.
+func NewApp(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := Open(ctx, cfg, clock, ids)
+	if err != nil {
+		return nil, err
+	}
+	d.Clock, d.IDs = clock, ids
+	return app.New(cfg, d, logger), nil
+}
+
+// Open builds the AWS adapters for the table, bucket and queues cfg names.
+func Open(ctx context.Context, cfg app.Config, clock molt.Clock, ids molt.IDs) (app.Deps, error) {
+	awsCfg, err := awsenv.Load(ctx)
+	if err != nil {
+		return app.Deps{}, err
+	}
+	sqsClient := sqs.NewFromConfig(awsCfg)
+	return app.Deps{
+		Store: dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table, dynamo.Options{Clock: clock, IDs: ids}),
+		Blobs: s3blob.New(s3.NewFromConfig(awsCfg, s3blob.ClientOptions()), cfg.Bucket),
+		Queue: sqsqueue.New(sqsClient, cfg.Queues),
+		SQS:   sqsClient,
+	}, nil
+}

@@ -1,0 +1,50 @@
+// Package localbackend builds the adapters of `molt serve` on one machine: a SQLite
+// file, a blob folder and in-process queues under the data directory.
+package localbackend
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/dirblob"
+	"github.com/molt-dev/molt/internal/memqueue"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/sqlite"
+)
+
+// NewApp builds an App on the local adapters: what `molt serve` runs on.
+func NewApp(cfg app.Config, logger *slog.Logger) (*app.App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := Open(cfg, clock, ids)
+	if err != nil {
+		return nil, err
+	}
+	d.Clock, d.IDs = clock, ids
+	return app.New(cfg, d, logger), nil
+}
+
+// Open builds the local adapters under cfg.DataDir (created 0700 if missing).
+func Open(cfg app.Config, clock molt.Clock, ids molt.IDs) (app.Deps, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return app.Deps{}, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := sqlite.Open(cfg.DBPath(), sqlite.Options{Clock: clock, IDs: ids})
+	if err != nil {
+		return app.Deps{}, fmt.Errorf("open store: %w", err)
+	}
+	blobs, err := dirblob.New(cfg.BlobDir())
+	if err != nil {
+		_ = st.Close()
+		return app.Deps{}, fmt.Errorf("open blobs: %w", err)
+	}
+	q := memqueue.New()
+	return app.Deps{Store: st, Blobs: blobs, Queue: q, Local: q,
+		Close: func() error { return errors.Join(blobs.Close(), st.Close()) }}, nil
+}

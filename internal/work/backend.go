@@ -45,9 +45,9 @@ func (e *ConditionFailed) Error() string {
 	return fmt.Sprintf("condition of op %d failed", e.Index)
 }
 
-// Op is one conditional write inside a Commit. The set of ops is closed: adapters
-// switch over the concrete types below.
-type Op interface{ isOp() }
+// Op is one conditional write inside a Commit. Adapters switch over the concrete
+// types: the ones below, and those other domain packages define (session.AppendMessage, …).
+type Op interface{ WorkOp() }
 
 // CreateItem creates an item; its condition is that no item with its key exists.
 type CreateItem struct{ Item Item }
@@ -100,11 +100,11 @@ type AcquireLock struct{ Key, Holder string }
 // ReleaseLock frees the lock Key; its condition is that Holder holds it.
 type ReleaseLock struct{ Key, Holder string }
 
-func (CreateItem) isOp()  {}
-func (UpdateItem) isOp()  {}
-func (AdjustSlots) isOp() {}
-func (AcquireLock) isOp() {}
-func (ReleaseLock) isOp() {}
+func (CreateItem) WorkOp()  {}
+func (UpdateItem) WorkOp()  {}
+func (AdjustSlots) WorkOp() {}
+func (AcquireLock) WorkOp() {}
+func (ReleaseLock) WorkOp() {}
 
 // Holder is how an item names itself as a lock holder.
 func Holder(kind Kind, id string) string { return string(kind) + "/" + id }

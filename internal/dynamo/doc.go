@@ -1,0 +1,80 @@
+// Package dynamo is the DynamoDB adapter of store.Store: all of molt's state in
+// one table, every state change a conditional write (or one TransactWriteItems of
+// them), every read of one item strongly consistent.
+//
+// # Table
+//
+// The schema is fixed (CreateTable and template.yaml declare the same): billing
+// PAY_PER_REQUEST; key pk (S, HASH) + sk (S, RANGE); GSI gsi1 on (gsi1pk, gsi1sk)
+// and GSI gsi2 on (gsi2pk, gsi2sk), both strings with projection ALL; TTL on
+// expires_at (epoch seconds; reserved for retention, the adapter sets it nowhere
+// yet); point-in-time recovery in the template.
+//
+// # Items
+//
+//	entity          pk                      sk             gsi1pk / gsi1sk          gsi2pk / gsi2sk
+//	work item       WORK#<kind>#<id>        WORK           WORK#<kind> / <id>       WORK#<kind>#<status> / <id>
+//	slot counter    SLOTS#<kind>            SLOTS          –                        –
+//	lock            LOCK#<key>              LOCK           –                        –
+//	workspace       WS#<name>               META           WORKSPACES / <sort id>   –
+//	file            WS#<name>               FILE#<path>    –                        –
+//	file counter    WS#<name>               FILES          –                        –
+//	token           TOKEN#<sha256 hex>      TOKEN          –                        –
+//	settings        SETTINGS                SETTINGS       –                        –
+//
+// Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
+// attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
+// updated_at, op_id; a slot or file counter keeps n (ADD); a lock keeps holder; a
+// workspace keeps name, description, created_at, updated_at; a file keeps ws, path,
+// content (B), sha256, size, updated_at; a token keeps id, level, ws, name,
+// created_at; settings keep doc (the JSON document) and updated_at. Times are Unix
+// nanoseconds (N): exact, numeric, comparable in conditions. Empty strings, zero
+// times and empty binaries are not stored; they read back as zero values. The
+// global surface's files live under WS#global, which has no META item.
+//
+// # Writes
+//
+// Commit maps each work.Op to one conditional write: CreateItem is a Put with
+// attribute_not_exists(pk); UpdateItem is an Update with attribute_exists(pk) and
+// one clause per non-zero field of Cond (status IN, attempts =, token =, active =,
+// heartbeat_at < StaleBefore), setting gsi2pk with the status; AdjustSlots is ADD n
+// with n <= Max-Delta (or absent) when Delta > 0 and Max > 0, n >= -Delta when
+// Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;
+// ReleaseLock is a Delete with holder = :h. One op is sent as a single
+// PutItem/UpdateItem/DeleteItem, several as one TransactWriteItems (at most 100,
+// each item at most once). ConditionalCheckFailedException becomes
+// work.ConditionFailed{Index: 0}; TransactionCanceledException becomes the index of
+// the first ConditionalCheckFailed reason. A transaction cancelled only by
+// conflicts or throttling was not applied and is retried here with backoff; any
+// other error is returned as an unknown outcome.
+//
+// The SDK re-sends a request after a transient failure. If the first attempt was
+// applied and its response lost, the second attempt's condition fails against the
+// write itself, so a condition failure on a re-sent request is reported as an
+// unknown outcome, not as a refusal; the claim protocol then reads the item back
+// and compares op ids (ReturnValuesOnConditionCheckFailure is not used: the
+// emulator does not support it, and the read-back works everywhere).
+//
+// # Reads
+//
+// GetItem, ActiveCount, LockHolder, GetWorkspace, GetFile, ListFiles and
+// TokenByHash read with ConsistentRead. ListItems and ListWorkspaces query a GSI,
+// which DynamoDB keeps eventually consistent: a listing may lag a write briefly,
+// and every write made from a listing is conditional. Listings sort by id (time
+// ordered); the cursor is the last sort key of a page, and the next page's key
+// condition starts strictly after it, so a cursor stays valid while items are
+// added, change status or are deleted. A page asks for one item more than its
+// limit and follows LastEvaluatedKey when a response stops at 1 MB, so Next is
+// empty exactly on the last page.
+//
+// # Workspaces and files
+//
+// PutWorkspace is one UpdateItem (created_at and the listing id set only when
+// absent; ALL_OLD tells whether it was created). PutFile is one transaction: a
+// ConditionCheck that the workspace's META exists (not for the global surface),
+// the file Put, and for a new file an ADD to the surface's file counter bounded by
+// workspace.MaxFiles. DeleteFile deletes the file and decrements the counter in one
+// transaction. DeleteWorkspace deletes META first (ENOTFOUND when absent), which
+// makes every later PutFile to it fail, then the files and counter with
+// BatchWriteItem, re-sending unprocessed items.
+package dynamo

@@ -1,0 +1,488 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// Work item attributes.
+const (
+	attrKind         = "kind"
+	attrID           = "id"
+	attrWorkspace    = "ws"
+	attrLockKey      = "lock_key"
+	attrStatus       = "status"
+	attrActive       = "active"
+	attrAttempts     = "attempts"
+	attrAttemptsBase = "attempts_base"
+	attrToken        = "token"
+	attrHeartbeat    = "heartbeat_at"
+	attrReason       = "reason"
+	attrData         = "data"
+	attrCreatedAt    = "created_at"
+	attrUpdatedAt    = "updated_at"
+	attrOpID         = "op_id"
+	attrCount        = "n"
+	attrHolder       = "holder"
+)
+
+// maxTransact is DynamoDB's limit of items in one TransactWriteItems.
+const maxTransact = 100
+
+// conflictTries bounds retries of a transaction cancelled by a conflicting one.
+const conflictTries = 6
+
+var (
+	lockRe   = regexp.MustCompile(`^[a-z][a-z0-9_]*/[A-Za-z0-9_.:-]{1,128}$`)
+	statusRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
+
+func workPK(kind work.Kind, id string) string { return "WORK#" + string(kind) + "#" + id }
+func kindPK(kind work.Kind) string            { return "WORK#" + string(kind) }
+func statusPK(kind work.Kind, st work.Status) string {
+	return "WORK#" + string(kind) + "#" + string(st)
+}
+
+const (
+	skWork  = "WORK"
+	skSlots = "SLOTS"
+	skLock  = "LOCK"
+)
+
+func workKey(kind work.Kind, id string) map[string]types.AttributeValue {
+	return key(workPK(kind, id), skWork)
+}
+
+func slotsKey(kind work.Kind) map[string]types.AttributeValue {
+	return key("SLOTS#"+string(kind), skSlots)
+}
+
+func lockKey(k string) map[string]types.AttributeValue { return key("LOCK#"+k, skLock) }
+
+// encodeItem returns the full DynamoDB item of a work item. Empty strings, zero
+// times and empty data are left out; they read back as their zero values.
+func encodeItem(it work.Item) map[string]types.AttributeValue {
+	m := workKey(it.Kind, it.ID)
+	m[attrG1PK] = str(kindPK(it.Kind))
+	m[attrG1SK] = str(it.ID)
+	m[attrG2PK] = str(statusPK(it.Kind, it.Status))
+	m[attrG2SK] = str(it.ID)
+	m[attrKind] = str(string(it.Kind))
+	m[attrID] = str(it.ID)
+	m[attrStatus] = str(string(it.Status))
+	m[attrActive] = boolean(it.Active)
+	m[attrAttempts] = num(int64(it.Attempts))
+	m[attrAttemptsBase] = num(int64(it.AttemptsBase))
+	opt := func(k, v string) {
+		if v != "" {
+			m[k] = str(v)
+		}
+	}
+	opt(attrWorkspace, it.Workspace)
+	opt(attrLockKey, it.LockKey)
+	opt(attrToken, it.Token)
+	opt(attrReason, it.Reason)
+	opt(attrOpID, it.OpID)
+	if !it.HeartbeatAt.IsZero() {
+		m[attrHeartbeat] = tnum(it.HeartbeatAt)
+	}
+	if !it.CreatedAt.IsZero() {
+		m[attrCreatedAt] = tnum(it.CreatedAt)
+	}
+	if !it.UpdatedAt.IsZero() {
+		m[attrUpdatedAt] = tnum(it.UpdatedAt)
+	}
+	if len(it.Data) > 0 {
+		m[attrData] = &types.AttributeValueMemberB{Value: it.Data}
+	}
+	return m
+}
+
+func decodeItem(m map[string]types.AttributeValue) work.Item {
+	return work.Item{
+		Kind:         work.Kind(getS(m, attrKind)),
+		ID:           getS(m, attrID),
+		Workspace:    getS(m, attrWorkspace),
+		LockKey:      getS(m, attrLockKey),
+		Status:       work.Status(getS(m, attrStatus)),
+		Active:       getBool(m, attrActive),
+		Attempts:     int(getN(m, attrAttempts)),
+		AttemptsBase: int(getN(m, attrAttemptsBase)),
+		Token:        getS(m, attrToken),
+		HeartbeatAt:  getTime(m, attrHeartbeat),
+		Reason:       getS(m, attrReason),
+		Data:         getB(m, attrData),
+		CreatedAt:    getTime(m, attrCreatedAt),
+		UpdatedAt:    getTime(m, attrUpdatedAt),
+		OpID:         getS(m, attrOpID),
+	}
+}
+
+// Commit applies ops atomically: one conditional PutItem/UpdateItem/DeleteItem for
+// a single op, one TransactWriteItems for several. A failed condition returns a
+// *work.ConditionFailed naming the op. Invalid ops return EINVALID/ETOOLARGE before
+// any request. Any other error leaves the outcome unknown, including a condition
+// failure on a request the SDK had to retry (its first attempt may have landed).
+func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if len(ops) > maxTransact {
+		return molt.Invalid("ops", "at most %d ops in one commit", maxTransact)
+	}
+	items := make([]types.TransactWriteItem, len(ops))
+	seen := map[string]int{}
+	for i, op := range ops {
+		ti, k, err := s.writeItem(op)
+		if err != nil {
+			return err
+		}
+		if j, dup := seen[k]; dup {
+			return molt.Invalid("ops", "ops %d and %d write the same item %s", j, i, k)
+		}
+		seen[k] = i
+		items[i] = ti
+	}
+	retried, err := s.write(ctx, items)
+	if err == nil {
+		return nil
+	}
+	if idx, ok := conditionIndex(err); ok {
+		if retried {
+			return fmt.Errorf("commit %d ops: condition failed after a retried request, outcome unknown: %w", len(ops), err)
+		}
+		return &work.ConditionFailed{Index: idx}
+	}
+	return fmt.Errorf("commit %d ops: %w", len(ops), err)
+}
+
+// write sends items (see send), retrying a transaction that DynamoDB cancelled
+// without applying it because of a conflicting transaction. retried reports
+// whether the SDK re-sent any request (a condition failure is then ambiguous).
+func (s *Store) write(ctx context.Context, items []types.TransactWriteItem) (retried bool, err error) {
+	for try := 0; ; try++ {
+		var n attempts
+		err := s.send(ctx, items, n.opt)
+		retried = retried || n.retried()
+		if err == nil || !transient(err) || try+1 >= conflictTries {
+			return retried, err
+		}
+		if werr := backoff(ctx, try); werr != nil {
+			return retried, err
+		}
+	}
+}
+
+// send writes items: alone with a single-item call, together in a transaction.
+func (s *Store) send(ctx context.Context, items []types.TransactWriteItem, opt func(*dynamodb.Options)) error {
+	if len(items) > 1 {
+		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, opt)
+		return err
+	}
+	ti := items[0]
+	var err error
+	switch {
+	case ti.Put != nil:
+		p := ti.Put
+		_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item,
+			ConditionExpression: p.ConditionExpression, ExpressionAttributeNames: p.ExpressionAttributeNames,
+			ExpressionAttributeValues: p.ExpressionAttributeValues}, opt)
+	case ti.Update != nil:
+		u := ti.Update
+		_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
+			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}, opt)
+	case ti.Delete != nil:
+		d := ti.Delete
+		_, err = s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: d.TableName, Key: d.Key,
+			ConditionExpression: d.ConditionExpression, ExpressionAttributeNames: d.ExpressionAttributeNames,
+			ExpressionAttributeValues: d.ExpressionAttributeValues}, opt)
+	default:
+		err = fmt.Errorf("unsupported write")
+	}
+	return err
+}
+
+// writeItem validates op and returns it as a transaction item, with a string
+// naming the item it writes.
+func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
+	tbl := aws.String(s.table)
+	switch op := op.(type) {
+	case work.CreateItem:
+		if err := op.Item.Validate(); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		if err := validateStatus(op.Item.Status); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		var e exprs
+		return types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: encodeItem(op.Item),
+			ConditionExpression:      aws.String("attribute_not_exists(" + e.name(attrPK) + ")"),
+			ExpressionAttributeNames: e.names}}, workPK(op.Item.Kind, op.Item.ID), nil
+
+	case work.UpdateItem:
+		up, err := s.updateItem(op)
+		if err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		return types.TransactWriteItem{Update: up}, workPK(op.Kind, op.ID), nil
+
+	case work.AdjustSlots:
+		if err := work.ValidateKey(op.Kind, "slots"); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		var e exprs
+		n := e.name(attrCount)
+		up := &types.Update{TableName: tbl, Key: slotsKey(op.Kind),
+			UpdateExpression: aws.String("ADD " + n + " " + e.value(num(int64(op.Delta))))}
+		switch {
+		case op.Delta > 0 && op.Max > 0 && op.Delta > op.Max:
+			// Even an empty counter has no room: a condition no item satisfies.
+			up.ConditionExpression = aws.String(n + " < " + e.value(num(0)))
+		case op.Delta > 0 && op.Max > 0:
+			up.ConditionExpression = aws.String("attribute_not_exists(" + n + ") OR " + n + " <= " + e.value(num(int64(op.Max-op.Delta))))
+		case op.Delta < 0:
+			up.ConditionExpression = aws.String(n + " >= " + e.value(num(int64(-op.Delta))))
+		}
+		up.ExpressionAttributeNames, up.ExpressionAttributeValues = e.names, e.values
+		return types.TransactWriteItem{Update: up}, "SLOTS#" + string(op.Kind), nil
+
+	case work.AcquireLock:
+		if err := validateLock(op.Key, op.Holder); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		var e exprs
+		item := lockKey(op.Key)
+		item[attrHolder] = str(op.Holder)
+		return types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(" + e.name(attrPK) + ") OR " +
+				e.name(attrHolder) + " = " + e.value(str(op.Holder))),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, "LOCK#" + op.Key, nil
+
+	case work.ReleaseLock:
+		if err := validateLock(op.Key, op.Holder); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		var e exprs
+		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: lockKey(op.Key),
+			ConditionExpression:      aws.String(e.name(attrHolder) + " = " + e.value(str(op.Holder))),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, "LOCK#" + op.Key, nil
+	}
+	return types.TransactWriteItem{}, "", molt.Invalid("ops", "unknown op %T", op)
+}
+
+func validateLock(k, holder string) error {
+	if !lockRe.MatchString(k) {
+		return molt.Invalid("lock_key", "lock key %q is not valid", k)
+	}
+	if holder == "" || len(holder) > 200 {
+		return molt.Invalid("holder", "lock holder is empty or too long")
+	}
+	return nil
+}
+
+func validateStatus(st work.Status) error {
+	if !statusRe.MatchString(string(st)) {
+		return molt.Invalid("status", "status %q is not valid", st)
+	}
+	return nil
+}
+
+// updateItem builds the conditional update of op: the item must exist and every
+// non-zero field of op.If must hold; non-nil fields of op.Set are written, and
+// OpID and UpdatedAt always.
+func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
+	if err := work.ValidateKey(op.Kind, op.ID); err != nil {
+		return nil, err
+	}
+	set := op.Set
+	switch {
+	case len(set.Data) > work.MaxData:
+		return nil, &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
+	case set.Reason != nil && len(*set.Reason) > 2000:
+		return nil, molt.Invalid("reason", "reason over 2000 characters")
+	case len(op.If.Statuses) > 50:
+		return nil, molt.Invalid("status", "too many statuses in a condition")
+	case len(set.OpID) > 200:
+		return nil, molt.Invalid("op_id", "op id too long")
+	case set.Token != nil && len(*set.Token) > 200, len(op.If.Token) > 200:
+		return nil, molt.Invalid("token", "token too long")
+	}
+	if set.Status != "" {
+		if err := validateStatus(set.Status); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range op.If.Statuses {
+		if err := validateStatus(st); err != nil {
+			return nil, err
+		}
+	}
+
+	e := &exprs{}
+	cond := []string{"attribute_exists(" + e.name(attrPK) + ")"}
+	if c := op.If; len(c.Statuses) > 0 {
+		vs := make([]string, len(c.Statuses))
+		for i, st := range c.Statuses {
+			vs[i] = e.value(str(string(st)))
+		}
+		cond = append(cond, e.name(attrStatus)+" IN ("+strings.Join(vs, ", ")+")")
+	}
+	if c := op.If; c.Attempts != nil {
+		cond = append(cond, e.name(attrAttempts)+" = "+e.value(num(int64(*c.Attempts))))
+	}
+	if c := op.If; c.Token != "" {
+		cond = append(cond, e.name(attrToken)+" = "+e.value(str(c.Token)))
+	}
+	if c := op.If; c.Active != nil {
+		cond = append(cond, e.name(attrActive)+" = "+e.value(boolean(*c.Active)))
+	}
+	if c := op.If; !c.StaleBefore.IsZero() {
+		// A missing heartbeat is the zero time: before everything.
+		hb := e.name(attrHeartbeat)
+		cond = append(cond, "(attribute_not_exists("+hb+") OR "+hb+" < "+e.value(tnum(c.StaleBefore))+")")
+	}
+
+	u := &update{e: e}
+	if set.Status != "" {
+		u.setVal(attrStatus, str(string(set.Status)))
+		u.setVal(attrG2PK, str(statusPK(op.Kind, set.Status)))
+	}
+	if set.Active != nil {
+		u.setVal(attrActive, boolean(*set.Active))
+	}
+	if set.Attempts != nil {
+		u.setVal(attrAttempts, num(int64(*set.Attempts)))
+	}
+	if set.AttemptsBase != nil {
+		u.setVal(attrAttemptsBase, num(int64(*set.AttemptsBase)))
+	}
+	if set.Token != nil {
+		u.setStr(attrToken, *set.Token)
+	}
+	if set.HeartbeatAt != nil {
+		u.setTime(attrHeartbeat, *set.HeartbeatAt)
+	}
+	if set.Reason != nil {
+		u.setStr(attrReason, *set.Reason)
+	}
+	if len(set.Data) > 0 {
+		u.setVal(attrData, &types.AttributeValueMemberB{Value: set.Data})
+	}
+	u.setTime(attrUpdatedAt, set.UpdatedAt)
+	u.setStr(attrOpID, set.OpID)
+
+	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),
+		UpdateExpression:          aws.String(u.expr()),
+		ConditionExpression:       aws.String(strings.Join(cond, " AND ")),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values}, nil
+}
+
+// GetItem reads kind/id with a strongly consistent read; ENOTFOUND when absent.
+func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {
+	if err := work.ValidateKey(kind, id); err != nil {
+		return work.Item{}, err
+	}
+	m, ok, err := s.get(ctx, workKey(kind, id))
+	if err != nil {
+		return work.Item{}, failure(fmt.Sprintf("get %s %s", kind, id), err)
+	}
+	if !ok {
+		return work.Item{}, molt.NotFound("%s %s not found", kind, id)
+	}
+	return decodeItem(m), nil
+}
+
+// ListItems lists one kind's items by id (newest first, or oldest first with
+// q.Oldest), through gsi1 or, for one status, gsi2. Index reads are eventually
+// consistent on DynamoDB: a listing may lag a write by a moment; every write the
+// caller then makes is conditional on the item's current state. The cursor is the
+// last id returned; the next page starts strictly after it, so it stays valid
+// when that item changes status or is deleted.
+func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
+	if err := work.ValidateKey(q.Kind, "x"); err != nil {
+		return page.Page[work.Item]{}, err
+	}
+	if q.Status != "" {
+		if err := validateStatus(q.Status); err != nil {
+			return page.Page[work.Item]{}, err
+		}
+	}
+	limit, after, err := q.Page.Normalize()
+	if err != nil {
+		return page.Page[work.Item]{}, err
+	}
+	idx, hk, rk, hv := index1, attrG1PK, attrG1SK, kindPK(q.Kind)
+	if q.Status != "" {
+		idx, hk, rk, hv = index2, attrG2PK, attrG2SK, statusPK(q.Kind, q.Status)
+	}
+	in := afterQuery(idx, hk, hv, rk, after, q.Oldest)
+	items, more, err := s.queryPage(ctx, in, limit)
+	if err != nil {
+		return page.Page[work.Item]{}, failure(fmt.Sprintf("list %s", q.Kind), err)
+	}
+	out := page.Page[work.Item]{Items: make([]work.Item, 0, len(items))}
+	for _, m := range items {
+		out.Items = append(out.Items, decodeItem(m))
+	}
+	if more && len(items) > 0 {
+		out.Next = page.Cursor(getS(items[len(items)-1], rk))
+	}
+	return out, nil
+}
+
+// afterQuery is a Query of one index partition in sort-key order, newest (highest)
+// first unless oldest, starting strictly after the sort key after when set.
+func afterQuery(idx, hk, hv, rk, after string, oldest bool) *dynamodb.QueryInput {
+	var e exprs
+	kc := e.name(hk) + " = " + e.value(str(hv))
+	if after != "" {
+		op := " < "
+		if oldest {
+			op = " > "
+		}
+		kc += " AND " + e.name(rk) + op + e.value(str(after))
+	}
+	return &dynamodb.QueryInput{
+		IndexName:                 aws.String(idx),
+		KeyConditionExpression:    aws.String(kc),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ScanIndexForward:          aws.Bool(oldest),
+	}
+}
+
+// ActiveCount returns kind's slot counter (0 when it was never written).
+func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
+	if err := work.ValidateKey(kind, "slots"); err != nil {
+		return 0, err
+	}
+	m, _, err := s.get(ctx, slotsKey(kind))
+	if err != nil {
+		return 0, failure(fmt.Sprintf("read %s slots", kind), err)
+	}
+	return int(getN(m, attrCount)), nil
+}
+
+// LockHolder returns the holder of lock key, or "" when it is free.
+func (s *Store) LockHolder(ctx context.Context, k string) (string, error) {
+	if !lockRe.MatchString(k) {
+		return "", molt.Invalid("lock_key", "lock key %q is not valid", k)
+	}
+	m, _, err := s.get(ctx, lockKey(k))
+	if err != nil {
+		return "", failure("read lock "+k, err)
+	}
+	return getS(m, attrHolder), nil
+}

@@ -1,0 +1,441 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// ReasonTooManyFiles is the ECONFLICT reason of a PutFile that would add a file to
+// a surface that already has workspace.MaxFiles files (the SQLite adapter uses the
+// same reason).
+const ReasonTooManyFiles = "too_many_files"
+
+// Workspace and file attributes.
+const (
+	attrName        = "name"
+	attrDescription = "description"
+	attrPath        = "path"
+	attrContent     = "content"
+	attrSHA256      = "sha256"
+	attrSize        = "size"
+)
+
+const (
+	skMeta      = "META"
+	skFiles     = "FILES" // the surface's file counter
+	filePrefix  = "FILE#"
+	gsiWSPK     = "WORKSPACES"
+	batchMax    = 25 // DynamoDB's limit of requests in one BatchWriteItem
+	putFileTrys = 4
+	batchTries  = 8
+)
+
+func wsPK(name string) string { return "WS#" + name }
+
+func metaKey(name string) map[string]types.AttributeValue { return key(wsPK(name), skMeta) }
+
+func fileKey(ws, path string) map[string]types.AttributeValue {
+	return key(wsPK(ws), filePrefix+path)
+}
+
+func reserved(name string) error {
+	return &molt.Error{Code: molt.EINVALID, Field: "workspace", Reason: "reserved",
+		Message: fmt.Sprintf("workspace name %q is reserved", name)}
+}
+
+func decodeWorkspace(m map[string]types.AttributeValue) workspace.Workspace {
+	return workspace.Workspace{
+		Name:        getS(m, attrName),
+		Description: getS(m, attrDescription),
+		CreatedAt:   getTime(m, attrCreatedAt),
+		UpdatedAt:   getTime(m, attrUpdatedAt),
+	}
+}
+
+// PutWorkspace creates or updates a workspace in one UpdateItem and reports whether
+// it was created. A new workspace takes w.CreatedAt, or now when that is zero, and
+// a sortable listing key from the id generator; an update keeps both. UpdatedAt is
+// now. EINVALID (field "workspace") for a bad name or workspace.Global (reason
+// "reserved"), EINVALID (field "description") for an overlong description.
+func (s *Store) PutWorkspace(ctx context.Context, w workspace.Workspace) (workspace.Workspace, bool, error) {
+	if err := workspace.ValidateName(w.Name); err != nil {
+		return workspace.Workspace{}, false, err
+	}
+	if w.Name == workspace.Global {
+		return workspace.Workspace{}, false, reserved(w.Name)
+	}
+	if len(w.Description) > workspace.MaxDescLength {
+		return workspace.Workspace{}, false, molt.Invalid("description", "description over %d characters", workspace.MaxDescLength)
+	}
+	now := s.now()
+	created := w.CreatedAt.UTC()
+	if created.IsZero() {
+		created = now
+	}
+	sortKey := s.ids.NewID()
+	e := &exprs{}
+	u := &update{e: e}
+	u.setVal(attrName, str(w.Name))
+	u.setStr(attrDescription, w.Description)
+	u.setVal(attrUpdatedAt, tnum(now))
+	u.setVal(attrG1PK, str(gsiWSPK))
+	ifNew := func(attr string, v types.AttributeValue) {
+		n := e.name(attr)
+		u.set = append(u.set, n+" = if_not_exists("+n+", "+e.value(v)+")")
+	}
+	ifNew(attrCreatedAt, tnum(created))
+	ifNew(attrG1SK, str(sortKey))
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: metaKey(w.Name),
+		UpdateExpression:         aws.String(u.expr()),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return workspace.Workspace{}, false, failure("put workspace "+w.Name, err)
+	}
+	res := workspace.Workspace{Name: w.Name, Description: w.Description, CreatedAt: created, UpdatedAt: now}
+	// Our own sort key in the old image means an earlier attempt of this very call
+	// created it (the SDK retried after a lost response).
+	isNew := len(out.Attributes) == 0 || getS(out.Attributes, attrG1SK) == sortKey
+	if !isNew {
+		res.CreatedAt = getTime(out.Attributes, attrCreatedAt)
+	}
+	return res, isNew, nil
+}
+
+// GetWorkspace returns the workspace name; EINVALID for a bad name, ENOTFOUND when
+// absent (workspace.Global is a surface, not a workspace: ENOTFOUND).
+func (s *Store) GetWorkspace(ctx context.Context, name string) (workspace.Workspace, error) {
+	if err := workspace.ValidateName(name); err != nil {
+		return workspace.Workspace{}, err
+	}
+	m, ok, err := s.get(ctx, metaKey(name))
+	if err != nil {
+		return workspace.Workspace{}, failure("get workspace "+name, err)
+	}
+	if !ok {
+		return workspace.Workspace{}, molt.NotFound("workspace %s not found", name)
+	}
+	return decodeWorkspace(m), nil
+}
+
+// ListWorkspaces lists workspaces newest first through gsi1 (by the id made at
+// creation, so cursors stay valid while workspaces are created). EINVALID for a
+// bad cursor or limit.
+func (s *Store) ListWorkspaces(ctx context.Context, q page.Query) (page.Page[workspace.Workspace], error) {
+	limit, after, err := q.Normalize()
+	if err != nil {
+		return page.Page[workspace.Workspace]{}, err
+	}
+	items, more, err := s.queryPage(ctx, afterQuery(index1, attrG1PK, gsiWSPK, attrG1SK, after, false), limit)
+	if err != nil {
+		return page.Page[workspace.Workspace]{}, failure("list workspaces", err)
+	}
+	out := page.Page[workspace.Workspace]{Items: make([]workspace.Workspace, 0, len(items))}
+	for _, m := range items {
+		out.Items = append(out.Items, decodeWorkspace(m))
+	}
+	if more && len(items) > 0 {
+		out.Next = page.Cursor(getS(items[len(items)-1], attrG1SK))
+	}
+	return out, nil
+}
+
+// DeleteWorkspace deletes the workspace's META item (ENOTFOUND when absent), which
+// makes every later PutFile to it fail, then its files and file counter in
+// batches. EINVALID for a bad name or workspace.Global (reason "reserved"). If the
+// file deletion fails part way the error is returned with the workspace already
+// gone; calling DeleteWorkspace again deletes the leftover files and returns
+// ENOTFOUND.
+func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
+	if err := workspace.ValidateName(name); err != nil {
+		return err
+	}
+	if name == workspace.Global {
+		return reserved(name)
+	}
+	var e exprs
+	var n attempts
+	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: metaKey(name),
+		ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+		ExpressionAttributeNames: e.names,
+	}, n.opt)
+	if _, cond := conditionIndex(err); cond && !n.retried() {
+		// An earlier delete may have stopped after removing META: finish its
+		// work, unless the workspace was created again meanwhile.
+		if err := s.deleteSurface(ctx, name, true); err != nil {
+			return fmt.Errorf("delete leftover files of workspace %s: %w", name, err)
+		}
+		return molt.NotFound("workspace %s not found", name)
+	} else if err != nil && !cond {
+		return failure("delete workspace "+name, err)
+	}
+	if err := s.deleteSurface(ctx, name, false); err != nil {
+		return fmt.Errorf("delete files of workspace %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteSurface deletes every item of the workspace's partition except META;
+// with leftovers, nothing when the partition has a META item.
+func (s *Store) deleteSurface(ctx context.Context, name string, leftovers bool) error {
+	var e exprs
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String(e.name(attrPK) + " = " + e.value(str(wsPK(name)))),
+		ProjectionExpression:      aws.String(e.name(attrPK) + ", " + e.name(attrSK)),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return err
+	}
+	var reqs []types.WriteRequest
+	for _, m := range items {
+		if getS(m, attrSK) == skMeta {
+			if leftovers {
+				return nil // a live workspace of that name: its files are its own
+			}
+			continue // a workspace of that name created again meanwhile
+		}
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
+			Key: map[string]types.AttributeValue{attrPK: m[attrPK], attrSK: m[attrSK]}}})
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), batchMax)
+		if err := s.batchWrite(ctx, reqs[:n]); err != nil {
+			return err
+		}
+		reqs = reqs[n:]
+	}
+	return nil
+}
+
+// batchWrite sends one BatchWriteItem and re-sends its unprocessed requests with
+// backoff until none are left.
+func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+	for try := 0; len(reqs) > 0; try++ {
+		if try > 0 {
+			if try >= batchTries {
+				return fmt.Errorf("batch write: %d requests left unprocessed", len(reqs))
+			}
+			if err := backoff(ctx, try); err != nil {
+				return err
+			}
+		}
+		out, err := s.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{s.table: reqs},
+		})
+		if err != nil {
+			return err
+		}
+		reqs = out.UnprocessedItems[s.table]
+	}
+	return nil
+}
+
+func validateFileKey(ws, path string) error {
+	if err := workspace.ValidateName(ws); err != nil {
+		return err
+	}
+	return workspace.ValidatePath(path)
+}
+
+func decodeFile(m map[string]types.AttributeValue) workspace.File {
+	content := getB(m, attrContent)
+	if content == nil {
+		content = []byte{}
+	}
+	return workspace.File{
+		Workspace: getS(m, attrWorkspace),
+		Path:      getS(m, attrPath),
+		Content:   content,
+		SHA256:    getS(m, attrSHA256),
+		Size:      int(getN(m, attrSize)),
+		UpdatedAt: getTime(m, attrUpdatedAt),
+	}
+}
+
+// PutFile writes one file of f.Workspace (workspace.Global allowed) and returns it
+// with its hash, size and UpdatedAt (now). The write is one transaction with a
+// check that the workspace exists and, for a new file, an increment of the
+// surface's file counter. EINVALID for a bad workspace name or path, ETOOLARGE
+// (field "content") over workspace.MaxFileSize, ENOTFOUND when the workspace does
+// not exist, ECONFLICT/ReasonTooManyFiles when a new file would exceed
+// workspace.MaxFiles. Nothing is written on any of these errors.
+func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
+	if err := validateFileKey(f.Workspace, f.Path); err != nil {
+		return workspace.File{}, err
+	}
+	if len(f.Content) > workspace.MaxFileSize {
+		return workspace.File{}, &molt.Error{Code: molt.ETOOLARGE, Field: "content",
+			Message: fmt.Sprintf("file over %d bytes", workspace.MaxFileSize)}
+	}
+	content := f.Content
+	if content == nil {
+		content = []byte{}
+	}
+	nf := workspace.NewFile(f.Workspace, f.Path, content, s.now())
+	item := fileKey(nf.Workspace, nf.Path)
+	item[attrWorkspace] = str(nf.Workspace)
+	item[attrPath] = str(nf.Path)
+	item[attrSHA256] = str(nf.SHA256)
+	item[attrSize] = num(int64(nf.Size))
+	item[attrUpdatedAt] = tnum(nf.UpdatedAt)
+	if len(content) > 0 {
+		item[attrContent] = &types.AttributeValueMemberB{Value: content}
+	}
+	tbl := aws.String(s.table)
+	what := fmt.Sprintf("put file %s/%s", nf.Workspace, nf.Path)
+	for try := 0; try < putFileTrys; try++ {
+		exists, err := s.exists(ctx, fileKey(nf.Workspace, nf.Path))
+		if err != nil {
+			return workspace.File{}, failure(what, err)
+		}
+		var items []types.TransactWriteItem
+		metaIdx := -1
+		if nf.Workspace != workspace.Global {
+			var e exprs
+			metaIdx = len(items)
+			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+				TableName: tbl, Key: metaKey(nf.Workspace),
+				ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+				ExpressionAttributeNames: e.names}})
+		}
+		var e exprs
+		fileCond := "attribute_not_exists(" + e.name(attrPK) + ")"
+		if exists {
+			fileCond = "attribute_exists(" + e.name(attrPK) + ")"
+		}
+		fileIdx := len(items)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: item,
+			ConditionExpression: aws.String(fileCond), ExpressionAttributeNames: e.names}})
+		if !exists {
+			var e exprs
+			n := e.name(attrCount)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: tbl, Key: key(wsPK(nf.Workspace), skFiles),
+				UpdateExpression:          aws.String("ADD " + n + " " + e.value(num(1))),
+				ConditionExpression:       aws.String("attribute_not_exists(" + n + ") OR " + n + " < " + e.value(num(workspace.MaxFiles))),
+				ExpressionAttributeNames:  e.names,
+				ExpressionAttributeValues: e.values}})
+		}
+		retried, err := s.write(ctx, items)
+		if err == nil {
+			return nf, nil
+		}
+		idx, cond := conditionIndex(err)
+		switch {
+		case !cond:
+			return workspace.File{}, failure(what, err)
+		case idx == metaIdx:
+			return workspace.File{}, molt.NotFound("workspace %s not found", nf.Workspace)
+		case idx == fileIdx || retried:
+			// The file appeared or went since we looked (or our own earlier attempt
+			// landed): look again.
+			continue
+		default:
+			return workspace.File{}, molt.Conflict(ReasonTooManyFiles, "workspace %s has %d files, the limit", nf.Workspace, workspace.MaxFiles)
+		}
+	}
+	return workspace.File{}, molt.Errorf(molt.EUNAVAILABLE, "%s: the file kept changing concurrently", what)
+}
+
+// exists reports whether an item exists (strongly consistent, keys only).
+func (s *Store) exists(ctx context.Context, k map[string]types.AttributeValue) (bool, error) {
+	var e exprs
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String(e.name(attrPK)), ExpressionAttributeNames: e.names,
+	})
+	if err != nil {
+		return false, err
+	}
+	return len(out.Item) > 0, nil
+}
+
+// GetFile returns one file with its content; EINVALID for a bad name or path,
+// ENOTFOUND when absent.
+func (s *Store) GetFile(ctx context.Context, ws, path string) (workspace.File, error) {
+	if err := validateFileKey(ws, path); err != nil {
+		return workspace.File{}, err
+	}
+	m, ok, err := s.get(ctx, fileKey(ws, path))
+	if err != nil {
+		return workspace.File{}, failure(fmt.Sprintf("get file %s/%s", ws, path), err)
+	}
+	if !ok {
+		return workspace.File{}, molt.NotFound("file %s/%s not found", ws, path)
+	}
+	return decodeFile(m), nil
+}
+
+// ListFiles returns every file of ws with content, sorted by path (the sort key
+// order); an empty list when ws has none or does not exist. EINVALID for a bad
+// name.
+func (s *Store) ListFiles(ctx context.Context, ws string) ([]workspace.File, error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return nil, err
+	}
+	var e exprs
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String(e.name(attrPK) + " = " + e.value(str(wsPK(ws))) +
+			" AND begins_with(" + e.name(attrSK) + ", " + e.value(str(filePrefix)) + ")"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, failure("list files of "+ws, err)
+	}
+	out := make([]workspace.File, 0, len(items))
+	for _, m := range items {
+		out = append(out, decodeFile(m))
+	}
+	// The sort key is "FILE#<path>", so key order is path order; keep it explicit
+	// in case an emulator returns another order.
+	slices.SortFunc(out, func(a, b workspace.File) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// DeleteFile removes one file and decrements the surface's file counter in one
+// transaction; EINVALID for a bad name or path, ENOTFOUND when absent.
+func (s *Store) DeleteFile(ctx context.Context, ws, path string) error {
+	if err := validateFileKey(ws, path); err != nil {
+		return err
+	}
+	tbl := aws.String(s.table)
+	var e, c exprs
+	n := c.name(attrCount)
+	items := []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: tbl, Key: fileKey(ws, path),
+			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+			ExpressionAttributeNames: e.names}},
+		{Update: &types.Update{TableName: tbl, Key: key(wsPK(ws), skFiles),
+			UpdateExpression:         aws.String("ADD " + n + " " + c.value(num(-1))),
+			ExpressionAttributeNames: c.names, ExpressionAttributeValues: c.values}},
+	}
+	retried, err := s.write(ctx, items)
+	if _, cond := conditionIndex(err); cond {
+		if retried {
+			return nil // our earlier attempt deleted it
+		}
+		return molt.NotFound("file %s/%s not found", ws, path)
+	}
+	if err != nil {
+		return failure(fmt.Sprintf("delete file %s/%s", ws, path), err)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/settings"
+)
+
+// maxHashLen bounds a token hash (hex SHA-256 is 64).
+const maxHashLen = 128
+
+// PutToken stores a token by its hash. EINVALID for an empty or overlong hash,
+// ECONFLICT (reason "exists") when a token with that hash is stored.
+func (s *Store) PutToken(ctx context.Context, t auth.Token) error {
+	if t.Hash == "" || len(t.Hash) > maxHashLen {
+		return molt.Invalid("hash", "token hash is empty or too long")
+	}
+	err := s.w.write(ctx, func(q querier) error {
+		// The primary key refuses a second token with the same hash.
+		_, err := q.ExecContext(ctx, `INSERT INTO tokens (hash, id, level, workspace, name, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, t.Hash, t.ID, string(t.Level), t.Workspace, t.Name, ts(t.CreatedAt))
+		return err
+	})
+	if molt.ErrorReason(err) == "constraint" {
+		return &molt.Error{Code: molt.ECONFLICT, Reason: "exists", Message: fmt.Sprintf("token %s exists", t.ID), Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("put token %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// TokenByHash returns the token with that hash; ENOTFOUND when there is none.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error) {
+	if hash == "" || len(hash) > maxHashLen {
+		return auth.Token{}, molt.NotFound("no such token")
+	}
+	var t auth.Token
+	var level, created string
+	err := s.rdb.QueryRowContext(ctx, `SELECT hash, id, level, workspace, name, created_at FROM tokens WHERE hash = ?`, hash).
+		Scan(&t.Hash, &t.ID, &level, &t.Workspace, &t.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return auth.Token{}, molt.NotFound("no such token")
+	}
+	if err != nil {
+		return auth.Token{}, fmt.Errorf("get token: %w", err)
+	}
+	t.Level = auth.Level(level)
+	if t.CreatedAt, err = parseTS(created); err != nil {
+		return auth.Token{}, fmt.Errorf("get token %s: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// GetSettings returns the saved settings, or settings.Default() when none were
+// saved. Keys missing from the saved document (added by a later version) take
+// their default.
+func (s *Store) GetSettings(ctx context.Context) (settings.Settings, error) {
+	var doc string
+	err := s.rdb.QueryRowContext(ctx, `SELECT doc FROM settings WHERE id = 1`).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return settings.Default(), nil
+	}
+	if err != nil {
+		return settings.Settings{}, fmt.Errorf("get settings: %w", err)
+	}
+	out := settings.Default()
+	if err := json.Unmarshal([]byte(doc), &out); err != nil {
+		return settings.Settings{}, fmt.Errorf("decode stored settings: %w", err)
+	}
+	return out, nil
+}
+
+// PutSettings saves the settings after settings.Validate; EINVALID (naming the key)
+// writes nothing.
+func (s *Store) PutSettings(ctx context.Context, st settings.Settings) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	doc := st.Encode()
+	now := ts(s.clock.Now())
+	err := s.w.write(ctx, func(q querier) error {
+		_, err := q.ExecContext(ctx, `INSERT INTO settings (id, doc, updated_at) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at`, string(doc), now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("put settings: %w", err)
+	}
+	return nil
+}

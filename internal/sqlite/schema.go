@@ -1,0 +1,107 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+)
+
+// migrations bring a file's schema up to date, in order; PRAGMA user_version
+// counts those applied. Never edit an applied migration: append a new one.
+var migrations = []string{
+	// 1: the whole first schema.
+	`
+CREATE TABLE items (
+	kind          TEXT    NOT NULL,
+	id            TEXT    NOT NULL,
+	workspace     TEXT    NOT NULL DEFAULT '',
+	lock_key      TEXT    NOT NULL DEFAULT '',
+	status        TEXT    NOT NULL,
+	active        INTEGER NOT NULL DEFAULT 0,
+	attempts      INTEGER NOT NULL DEFAULT 0,
+	attempts_base INTEGER NOT NULL DEFAULT 0,
+	token         TEXT    NOT NULL DEFAULT '',
+	heartbeat_at  TEXT    NOT NULL DEFAULT '',
+	reason        TEXT    NOT NULL DEFAULT '',
+	data          BLOB,
+	created_at    TEXT    NOT NULL DEFAULT '',
+	updated_at    TEXT    NOT NULL DEFAULT '',
+	op_id         TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (kind, id)
+);
+-- ListItems with a status filter; without one the primary key serves.
+CREATE INDEX items_by_status ON items (kind, status, id);
+
+-- Slot counters, one row per kind, created by the first AdjustSlots.
+CREATE TABLE slots (
+	kind   TEXT PRIMARY KEY,
+	active INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- A lock row exists while the lock is held.
+CREATE TABLE locks (
+	key    TEXT PRIMARY KEY,
+	holder TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- sort_key is an id from molt.IDs made at creation: ListWorkspaces sorts by it.
+CREATE TABLE workspaces (
+	name        TEXT PRIMARY KEY,
+	sort_key    TEXT NOT NULL UNIQUE,
+	description TEXT NOT NULL DEFAULT '',
+	created_at  TEXT NOT NULL,
+	updated_at  TEXT NOT NULL
+);
+
+-- The global surface's files have workspace 'global', which has no workspaces row.
+CREATE TABLE files (
+	workspace  TEXT    NOT NULL,
+	path       TEXT    NOT NULL,
+	content    BLOB    NOT NULL,
+	sha256     TEXT    NOT NULL,
+	size       INTEGER NOT NULL,
+	updated_at TEXT    NOT NULL,
+	PRIMARY KEY (workspace, path)
+);
+
+CREATE TABLE tokens (
+	hash       TEXT PRIMARY KEY,
+	id         TEXT NOT NULL,
+	level      TEXT NOT NULL,
+	workspace  TEXT NOT NULL DEFAULT '',
+	name       TEXT NOT NULL DEFAULT '',
+	created_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- The settings document: one row.
+CREATE TABLE settings (
+	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	doc        TEXT NOT NULL,
+	updated_at TEXT NOT NULL
+);
+`,
+}
+
+// migrate applies the migrations the file lacks, in one transaction, so two
+// processes opening a new file at once cannot both apply one.
+func migrate(ctx context.Context, w writer) error {
+	return w.write(ctx, func(q querier) error {
+		var v int
+		if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this program (%d)", v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := q.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", i+1, err)
+			}
+		}
+		if v < len(migrations) {
+			if _, err := q.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+				return fmt.Errorf("set schema version: %w", err)
+			}
+		}
+		return nil
+	})
+}

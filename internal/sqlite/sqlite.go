@@ -1,0 +1,270 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/molt-dev/molt/internal/faults"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configures a Store. Every field is optional.
+type Options struct {
+	Clock  molt.Clock       // nil → molt.SystemClock{}
+	IDs    molt.IDs         // nil → &molt.SortableIDs{Clock: Clock}
+	Faults *faults.Injector // nil → no faults
+}
+
+// Store is the state port on one SQLite file. It is safe for concurrent use, and
+// several Stores (in one process or several) may share one file.
+type Store struct {
+	clock molt.Clock
+	ids   molt.IDs
+
+	rdb *sql.DB // reads: a pool of query-only connections
+	wdb *sql.DB // writes: one connection
+	w   writer  // every write goes through w (wrapped with faults when set)
+}
+
+// busyTimeout is how long SQLite itself waits for another connection's lock before
+// a statement fails with SQLITE_BUSY; maxBusyWait bounds the retries of a write
+// after that (and the context bounds both).
+const (
+	busyTimeout = 5 * time.Second
+	maxBusyWait = 60 * time.Second
+)
+
+// Open opens (creating when needed) the SQLite file at path, with its folder, and
+// brings its schema up to date. Migrations are idempotent: reopening a file, or two
+// processes opening it at once, is safe. Close the Store when done.
+func Open(path string, o Options) (*Store, error) {
+	if path == "" || strings.ContainsRune(path, 0) {
+		return nil, molt.Invalid("path", "database path is empty or malformed")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	s := &Store{clock: o.Clock, ids: o.IDs}
+	if s.clock == nil {
+		s.clock = molt.SystemClock{}
+	}
+	if s.ids == nil {
+		s.ids = &molt.SortableIDs{Clock: s.clock}
+	}
+
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
+	s.wdb, err = sql.Open("sqlite", dsn(abs, busy, "_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// One write connection: writers of this process queue for it in Go.
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	s.wdb.SetConnMaxLifetime(0)
+	cw := &connWriter{db: s.wdb}
+	if err := migrate(context.Background(), cw); err != nil {
+		_ = s.wdb.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+
+	// The journal mode is persistent and set above; readers only need the timeout.
+	s.rdb, err = sql.Open("sqlite", dsn(abs, busy, "_pragma=query_only(1)"))
+	if err != nil {
+		_ = s.wdb.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(8)
+	s.rdb.SetMaxIdleConns(8)
+	if err := s.rdb.Ping(); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+
+	s.w = cw
+	if o.Faults != nil {
+		s.w = faultWriter{next: cw, faults: o.Faults}
+	}
+	return s, nil
+}
+
+// Close closes the file's connections.
+func (s *Store) Close() error {
+	var errs []error
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite: %w", err)
+	}
+	return nil
+}
+
+// dsn returns a file: URI for abs (escaped, so a '?' or '%' in the path is not
+// taken for parameters) with the driver parameters.
+func dsn(abs string, params ...string) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+	return u.String() + "?" + strings.Join(params, "&")
+}
+
+// querier is what a write transaction may run.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// writer is the narrow interface around the database connection that every write
+// of the Store goes through: one call is one transaction, and one write as far as
+// fault injection is concerned.
+type writer interface {
+	// write runs fn in one write transaction and commits it when fn returns nil;
+	// otherwise it rolls back and returns fn's error.
+	write(ctx context.Context, fn func(q querier) error) error
+}
+
+// connWriter runs write transactions on the single write connection.
+type connWriter struct{ db *sql.DB }
+
+func (w *connWriter) write(ctx context.Context, fn func(q querier) error) error {
+	deadline := time.Now().Add(maxBusyWait)
+	delay := 2 * time.Millisecond
+	for {
+		retry, err := w.once(ctx, fn)
+		if err == nil || !retry {
+			return err
+		}
+		// Busy before anything was committed: another process holds the write lock
+		// beyond the busy timeout. The transaction was rolled back; try it again.
+		// A busy BEGIN is already EUNAVAILABLE; a busy statement inside the
+		// transaction (not expected with BEGIN IMMEDIATE) is returned as it is.
+		if time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+// once runs fn in one BEGIN IMMEDIATE transaction. retry reports that the
+// transaction failed with SQLITE_BUSY and was not committed.
+func (w *connWriter) once(ctx context.Context, fn func(q querier) error) (retry bool, err error) {
+	// Until BEGIN succeeds nothing can have been written: such failures are
+	// EUNAVAILABLE, which tells the caller it may simply retry.
+	c, err := w.db.Conn(ctx)
+	if err != nil {
+		return false, molt.Unavailable(err, "no sqlite connection")
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return isBusy(err), molt.Unavailable(err, "begin transaction")
+	}
+	if err := fn(c); err != nil {
+		rollback(ctx, c)
+		return isBusy(err), translate(err)
+	}
+	// Once the work is done, finish the commit even if the caller gives up now:
+	// that keeps the outcome known more often.
+	if _, err := c.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+		rollback(ctx, c)
+		return false, fmt.Errorf("commit transaction: %w", translate(err))
+	}
+	return false, nil
+}
+
+func rollback(ctx context.Context, c *sql.Conn) {
+	// The transaction may already be gone (an interrupted statement rolls back);
+	// the error then says so and there is nothing to undo.
+	_, _ = c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+}
+
+// faultWriter injects faults.Injector's faults around every write.
+type faultWriter struct {
+	next   writer
+	faults *faults.Injector
+}
+
+func (f faultWriter) write(ctx context.Context, fn func(q querier) error) error {
+	switch f.faults.Take() {
+	case faults.Before:
+		return fmt.Errorf("sqlite write not sent: %w", faults.ErrInjected)
+	case faults.After:
+		// The transaction runs (and commits when its conditions hold), but the
+		// caller only learns that the response was lost: never its outcome.
+		_ = f.next.write(ctx, fn)
+		return fmt.Errorf("sqlite write sent, response lost: %w", faults.ErrInjected)
+	}
+	return f.next.write(ctx, fn)
+}
+
+// isBusy reports whether err is SQLite's "database is locked" (or "table locked").
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// translate turns SQLite constraint violations into ECONFLICT.
+func translate(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return &molt.Error{Code: molt.ECONFLICT, Reason: "constraint", Message: "the write conflicts with stored data", Err: err}
+	}
+	return err
+}
+
+// tsLayout writes times in UTC with a fixed width, so their text sorts in time
+// order (conditions compare heartbeats in SQL). The zero time is stored as "",
+// which sorts before every other time, as time.Time{} does.
+const tsLayout = "2006-01-02T15:04:05.000000000Z"
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(tsLayout)
+}
+
+func parseTS(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(tsLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t, nil
+}

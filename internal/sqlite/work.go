@@ -1,0 +1,350 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// MaxOps bounds the ops of one Commit, as DynamoDB bounds a transaction, so both
+// adapters refuse the same commits.
+const MaxOps = 100
+
+// maxKeyLen bounds lock keys and holders.
+const maxKeyLen = 300
+
+// Commit applies ops atomically, in order, in one transaction (see work.Backend).
+// It returns EINVALID or ETOOLARGE for malformed ops before writing anything, a
+// *work.ConditionFailed naming the first op whose condition failed (nothing is
+// written), and any other error when the outcome is unknown.
+func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
+	if err := validateOps(ops); err != nil {
+		return err
+	}
+	err := s.w.write(ctx, func(q querier) error {
+		for i, op := range ops {
+			ok, err := applyOp(ctx, q, op, s)
+			if err != nil {
+				return fmt.Errorf("op %d (%T): %w", i, op, err)
+			}
+			if !ok {
+				return &work.ConditionFailed{Index: i}
+			}
+		}
+		return nil
+	})
+	var cf *work.ConditionFailed
+	if err != nil && !errors.As(err, &cf) {
+		return fmt.Errorf("commit %d ops: %w", len(ops), err)
+	}
+	return err
+}
+
+func validateOps(ops []work.Op) error {
+	if len(ops) == 0 {
+		return molt.Invalid("ops", "commit needs at least one op")
+	}
+	if len(ops) > MaxOps {
+		return molt.Invalid("ops", "commit of %d ops is over the limit of %d", len(ops), MaxOps)
+	}
+	for _, op := range ops {
+		var err error
+		switch op := op.(type) {
+		case work.CreateItem:
+			err = op.Item.Validate()
+		case work.UpdateItem:
+			err = work.ValidateKey(op.Kind, op.ID)
+			if err == nil && len(op.Set.Data) > work.MaxData {
+				err = &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
+			}
+			if err == nil && op.Set.Reason != nil && len(*op.Set.Reason) > 2000 {
+				err = molt.Invalid("reason", "reason over 2000 characters")
+			}
+		case work.AdjustSlots:
+			err = validateKind(op.Kind)
+		case work.AcquireLock:
+			err = validateLock(op.Key, op.Holder)
+		case work.ReleaseLock:
+			err = validateLock(op.Key, op.Holder)
+		case nil:
+			err = molt.Invalid("ops", "nil op")
+		default:
+			err = molt.Invalid("ops", "unknown op %T", op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateKind(k work.Kind) error {
+	// ValidateKey checks the kind before the id; the id here is a placeholder.
+	return work.ValidateKey(k, "slots")
+}
+
+func validateLock(key, holder string) error {
+	if key == "" || len(key) > maxKeyLen {
+		return molt.Invalid("lock_key", "lock key is empty or too long")
+	}
+	if holder == "" || len(holder) > maxKeyLen {
+		return molt.Invalid("holder", "lock holder is empty or too long")
+	}
+	return nil
+}
+
+// applyOp runs one op; ok is false when its condition failed.
+func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err error) {
+	var res sql.Result
+	switch op := op.(type) {
+	case work.CreateItem:
+		it := op.Item
+		res, err = q.ExecContext(ctx, `INSERT INTO items (kind, id, workspace, lock_key, status, active,
+			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
+			string(it.Kind), it.ID, it.Workspace, it.LockKey, string(it.Status), it.Active,
+			it.Attempts, it.AttemptsBase, it.Token, ts(it.HeartbeatAt), it.Reason, it.Data,
+			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID)
+	case work.UpdateItem:
+		query, args := updateSQL(op, s)
+		res, err = q.ExecContext(ctx, query, args...)
+	case work.AdjustSlots:
+		if _, err = q.ExecContext(ctx, `INSERT INTO slots (kind, active) VALUES (?, 0) ON CONFLICT (kind) DO NOTHING`, string(op.Kind)); err != nil {
+			return false, err
+		}
+		query, args := `UPDATE slots SET active = active + ?1 WHERE kind = ?2`, []any{op.Delta, string(op.Kind)}
+		switch {
+		case op.Delta > 0 && op.Max > 0:
+			query, args = query+` AND active + ?1 <= ?3`, append(args, op.Max)
+		case op.Delta < 0:
+			query += ` AND active + ?1 >= 0`
+		}
+		res, err = q.ExecContext(ctx, query, args...)
+	case work.AcquireLock:
+		// An upsert whose DO UPDATE is filtered out changes no row: held by another.
+		res, err = q.ExecContext(ctx, `INSERT INTO locks (key, holder) VALUES (?1, ?2)
+			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder WHERE locks.holder = excluded.holder`,
+			op.Key, op.Holder)
+	case work.ReleaseLock:
+		res, err = q.ExecContext(ctx, `DELETE FROM locks WHERE key = ? AND holder = ?`, op.Key, op.Holder)
+	default:
+		return false, molt.Invalid("ops", "unknown op %T", op)
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// updateSQL builds the conditional UPDATE of an UpdateItem: Set's non-empty fields
+// (and always op_id, updated_at) where the item exists and every non-zero field of
+// If holds.
+func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
+	set := op.Set
+	updated := set.UpdatedAt
+	if updated.IsZero() {
+		updated = s.clock.Now()
+	}
+	cols := []string{"op_id = ?", "updated_at = ?"}
+	args := []any{set.OpID, ts(updated)}
+	add := func(col string, v any) {
+		cols = append(cols, col+" = ?")
+		args = append(args, v)
+	}
+	if set.Status != "" {
+		add("status", string(set.Status))
+	}
+	if set.Active != nil {
+		add("active", *set.Active)
+	}
+	if set.Attempts != nil {
+		add("attempts", *set.Attempts)
+	}
+	if set.AttemptsBase != nil {
+		add("attempts_base", *set.AttemptsBase)
+	}
+	if set.Token != nil {
+		add("token", *set.Token)
+	}
+	if set.HeartbeatAt != nil {
+		add("heartbeat_at", ts(*set.HeartbeatAt))
+	}
+	if set.Reason != nil {
+		add("reason", *set.Reason)
+	}
+	if len(set.Data) > 0 {
+		add("data", set.Data)
+	}
+
+	where := []string{"kind = ?", "id = ?"}
+	args = append(args, string(op.Kind), op.ID)
+	c := op.If
+	if len(c.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(c.Statuses)-1)+")")
+		for _, st := range c.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if c.Attempts != nil {
+		where = append(where, "attempts = ?")
+		args = append(args, *c.Attempts)
+	}
+	if c.Token != "" {
+		// A stored token is never equal to the empty string compared here.
+		where = append(where, "token = ?")
+		args = append(args, c.Token)
+	}
+	if c.Active != nil {
+		where = append(where, "active = ?")
+		args = append(args, *c.Active)
+	}
+	if !c.StaleBefore.IsZero() {
+		// Fixed-width UTC text compares in time order; "" (never beaten) is before all.
+		where = append(where, "heartbeat_at < ?")
+		args = append(args, ts(c.StaleBefore))
+	}
+	return "UPDATE items SET " + strings.Join(cols, ", ") + " WHERE " + strings.Join(where, " AND "), args
+}
+
+const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,
+	token, heartbeat_at, reason, data, created_at, updated_at, op_id`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanItem(r scanner) (work.Item, error) {
+	var (
+		it                        work.Item
+		kind, status              string
+		heartbeat, created, updat string
+		data                      []byte
+	)
+	if err := r.Scan(&kind, &it.ID, &it.Workspace, &it.LockKey, &status, &it.Active, &it.Attempts,
+		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID); err != nil {
+		return work.Item{}, err
+	}
+	it.Kind, it.Status = work.Kind(kind), work.Status(status)
+	if len(data) > 0 {
+		it.Data = data
+	}
+	var err error
+	if it.HeartbeatAt, err = parseTS(heartbeat); err != nil {
+		return work.Item{}, err
+	}
+	if it.CreatedAt, err = parseTS(created); err != nil {
+		return work.Item{}, err
+	}
+	if it.UpdatedAt, err = parseTS(updat); err != nil {
+		return work.Item{}, err
+	}
+	return it, nil
+}
+
+// GetItem reads one item; EINVALID for a malformed key, ENOTFOUND when absent.
+// Reads see every committed write (there is one copy of the data).
+func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {
+	if err := work.ValidateKey(kind, id); err != nil {
+		return work.Item{}, err
+	}
+	row := s.rdb.QueryRowContext(ctx, `SELECT `+itemCols+` FROM items WHERE kind = ? AND id = ?`, string(kind), id)
+	it, err := scanItem(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return work.Item{}, molt.NotFound("%s %s not found", kind, id)
+	}
+	if err != nil {
+		return work.Item{}, fmt.Errorf("get %s %s: %w", kind, id, err)
+	}
+	return it, nil
+}
+
+// ListItems lists items of one kind by id, newest first (or oldest first with
+// q.Oldest), optionally of one status. The cursor is the last id of the previous
+// page, so items inserted meanwhile (with greater ids) never shift a listing.
+// EINVALID for a bad kind, cursor or limit.
+func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
+	if err := validateKind(q.Kind); err != nil {
+		return page.Page[work.Item]{}, err
+	}
+	limit, after, err := q.Page.Normalize()
+	if err != nil {
+		return page.Page[work.Item]{}, err
+	}
+	where := []string{"kind = ?"}
+	args := []any{string(q.Kind)}
+	if q.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(q.Status))
+	}
+	order, cmp := "DESC", "<"
+	if q.Oldest {
+		order, cmp = "ASC", ">"
+	}
+	if after != "" {
+		where = append(where, "id "+cmp+" ?")
+		args = append(args, after)
+	}
+	args = append(args, limit+1)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id `+order+` LIMIT ?`, args...)
+	if err != nil {
+		return page.Page[work.Item]{}, fmt.Errorf("list %s items: %w", q.Kind, err)
+	}
+	defer rows.Close()
+	out := page.Page[work.Item]{Items: []work.Item{}}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return page.Page[work.Item]{}, fmt.Errorf("list %s items: %w", q.Kind, err)
+		}
+		out.Items = append(out.Items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return page.Page[work.Item]{}, fmt.Errorf("list %s items: %w", q.Kind, err)
+	}
+	if len(out.Items) > limit {
+		out.Items = out.Items[:limit]
+		out.Next = page.Cursor(out.Items[limit-1].ID)
+	}
+	return out, nil
+}
+
+// ActiveCount returns the kind's slot counter (0 before its first AdjustSlots).
+func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
+	if err := validateKind(kind); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.rdb.QueryRowContext(ctx, `SELECT active FROM slots WHERE kind = ?`, string(kind)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count active %s: %w", kind, err)
+	}
+	return n, nil
+}
+
+// LockHolder returns who holds the lock key, or "" when it is free.
+func (s *Store) LockHolder(ctx context.Context, key string) (string, error) {
+	if key == "" || len(key) > maxKeyLen {
+		return "", molt.Invalid("lock_key", "lock key is empty or too long")
+	}
+	var h string
+	err := s.rdb.QueryRowContext(ctx, `SELECT holder FROM locks WHERE key = ?`, key).Scan(&h)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read lock %s: %w", key, err)
+	}
+	return h, nil
+}

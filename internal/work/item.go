@@ -72,6 +72,7 @@ type Claim struct {
 	ID       string
 	Attempts int
 	Token    string
+	LockKey  string // the item's lock, released when the claim ends
 }
 
 // Limits on what the store accepts.

@@ -72,7 +72,8 @@ func (p *Protocol) Create(ctx context.Context, it Item, also ...Op) (Item, error
 
 // Claim takes the pending item kind/id, whose attempts the caller saw as seen, to
 // running: attempts+1, a new token, heartbeat now, one slot of the kind's budget
-// (budget <= 0: unlimited) and the item's lock, all in one write.
+// (budget <= 0: unlimited) and the item's lock, all in one write. It reads the
+// item first; a caller that has just read it should use ClaimSeen.
 //
 // Errors: ENOTFOUND; ECONFLICT with ReasonNotClaimable (not pending at seen),
 // ReasonBudgetFull or ReasonLocked; EUNAVAILABLE when the store could not be
@@ -85,16 +86,31 @@ func (p *Protocol) Claim(ctx context.Context, kind Kind, id string, seen, budget
 	if err != nil {
 		return Claim{}, Item{}, err
 	}
-	if cur.Status != StatusPending || cur.Attempts != seen || cur.Active {
-		return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, cur.Status, cur.Attempts)
+	if cur.Attempts != seen {
+		return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s is at attempt %d, not %d", kind, id, cur.Attempts, seen)
 	}
+	return p.ClaimSeen(ctx, cur, budget)
+}
+
+// ClaimSeen is Claim for an item the caller has just read: one conditional write,
+// no read. The write's condition is on the status and attempts in seen, so a stale
+// seen only makes the claim fail with ReasonNotClaimable.
+func (p *Protocol) ClaimSeen(ctx context.Context, seen Item, budget int) (Claim, Item, error) {
+	kind, id := seen.Kind, seen.ID
+	if err := ValidateKey(kind, id); err != nil {
+		return Claim{}, Item{}, err
+	}
+	if seen.Status != StatusPending || seen.Active {
+		return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, seen.Status, seen.Attempts)
+	}
+	cur := seen
 	now := p.now()
-	c := Claim{Kind: kind, ID: id, Attempts: seen + 1, Token: p.IDs.NewID()}
+	c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey}
 	opID := p.IDs.NewID()
 	ops := []Op{
 		UpdateItem{Kind: kind, ID: id,
-			If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(seen), Active: Ptr(false)},
-			Set: Set{Status: StatusRunning, Active: Ptr(true), Attempts: Ptr(seen + 1),
+			If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
+			Set: Set{Status: StatusRunning, Active: Ptr(true), Attempts: Ptr(c.Attempts),
 				Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
 		AdjustSlots{Kind: kind, Delta: 1, Max: budget},
 	}
@@ -115,7 +131,7 @@ func (p *Protocol) Claim(ctx context.Context, kind Kind, id string, seen, budget
 		return Claim{}, Item{}, fmt.Errorf("claim %s %s: %w", kind, id, err)
 	}
 	it := cur
-	it.Status, it.Active, it.Attempts, it.Token = StatusRunning, true, seen+1, c.Token
+	it.Status, it.Active, it.Attempts, it.Token = StatusRunning, true, c.Attempts, c.Token
 	it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
 	return c, it, nil
 }
@@ -142,29 +158,32 @@ type Transition struct {
 }
 
 // Transition moves the claimed item to t.To, releasing its slot and lock unless
-// t.Keep, together with also, in one write. It returns the item as written,
-// ELOSTCLAIM when the claim is no longer the caller's, and ECONFLICT/
-// ReasonAlsoFailed when an extra op's condition failed (nothing written).
+// t.Keep, together with also, in one conditional write (no read). It returns the
+// fields it wrote (Kind, ID, Status, Active, Attempts, Token, UpdatedAt, OpID, and
+// Data/Reason when set); ELOSTCLAIM when the claim is no longer the caller's; and
+// ECONFLICT/ReasonAlsoFailed when an extra op's condition failed (nothing written).
 func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also ...Op) (Item, error) {
 	if t.To == "" {
 		return Item{}, molt.Invalid("status", "transition needs a target status")
 	}
-	cur, err := p.Backend.GetItem(ctx, c.Kind, c.ID)
-	if err != nil {
+	if err := ValidateKey(c.Kind, c.ID); err != nil {
 		return Item{}, err
-	}
-	if !cur.Active || cur.Token != c.Token || cur.Attempts != c.Attempts {
-		return Item{}, lost(c, "transition")
 	}
 	now := p.now()
 	opID := p.IDs.NewID()
+	it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Attempts: c.Attempts,
+		Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
+	if t.Reason != nil {
+		it.Reason = *t.Reason
+	}
 	set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
-	ops := []Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}
+	var release []Op
 	if !t.Keep {
 		set.Active, set.Token = Ptr(false), Ptr("")
-		ops[0] = UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}
-		ops = append(ops, releaseOps(cur)...)
+		it.Active, it.Token = false, ""
+		release = releaseOps(it)
 	}
+	ops := append([]Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}, release...)
 	base := len(ops)
 	ops = append(ops, also...)
 	if err := p.commit(ctx, c.Kind, c.ID, opID, ops); err != nil {
@@ -172,17 +191,6 @@ func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also .
 			return Item{}, alsoFailed(idx - base)
 		}
 		return Item{}, p.ownedErr(c, "transition", err)
-	}
-	it := cur
-	it.Status, it.UpdatedAt, it.OpID = t.To, now, opID
-	if t.Data != nil {
-		it.Data = t.Data
-	}
-	if t.Reason != nil {
-		it.Reason = *t.Reason
-	}
-	if !t.Keep {
-		it.Active, it.Token = false, ""
 	}
 	return it, nil
 }

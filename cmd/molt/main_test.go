@@ -76,7 +76,9 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", addr, "--data", dir, "--tick", "1s"}, out, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--data", dir, "--tick", "1s"}, out, io.Discard)
+	}()
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {

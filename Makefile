@@ -120,7 +120,7 @@ molt: ## build/molt for this machine
 # A function's logical id is its folder name in CamelCase plus "Function":
 # ApiFunction → functions/api, RunWorkerFunction → functions/run-worker. Same flags as
 # `make build`, for the template's architecture.
-build-%Function:
+build-%Function: ## sam build: make build-ApiFunction ARTIFACTS_DIR=… (arm64 bootstrap)
 	@if [[ -z "$(ARTIFACTS_DIR)" ]]; then echo "$@: ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 2; fi
 	@fn=$$(sed -E 's/([a-z0-9])([A-Z])/\1-\2/g' <<<'$*' | tr '[:upper:]' '[:lower:]'); \
 	if [[ ! -f functions/$$fn/main.go ]]; then echo "$@: no functions/$$fn/main.go" >&2; exit 2; fi; \

@@ -21,6 +21,16 @@
 // NOTHING), and a statement that changed no row is the op's failed condition: the
 // transaction is rolled back and *work.ConditionFailed names the op.
 //
+// # Sessions
+//
+// Sessions live in the sessions table, their logs in messages keyed by
+// (session_id, seq). The session ops of Commit are conditional UPDATEs of the
+// session row like the work ops: AppendMessage advances next_seq where it equals
+// the message's seq and then inserts the message; SetSummary writes where
+// summary_seq equals IfSummarySeq. DeleteSession and DeleteWorkspace remove
+// sessions and their messages in the same transaction, so an append either
+// commits before a delete (and goes with it) or fails its condition after it.
+//
 // # Faults
 //
 // Every write passes through the internal writer interface. When Options.Faults is

@@ -79,6 +79,40 @@ CREATE TABLE settings (
 	updated_at TEXT NOT NULL
 );
 `,
+	// 2: chat sessions and their append-only message logs.
+	`
+CREATE TABLE sessions (
+	id           TEXT    PRIMARY KEY,
+	workspace    TEXT    NOT NULL,
+	agent        TEXT    NOT NULL,
+	title        TEXT    NOT NULL DEFAULT '',
+	title_source TEXT    NOT NULL DEFAULT '',
+	title_rev    INTEGER NOT NULL DEFAULT 0,
+	access       TEXT    NOT NULL,
+	external     INTEGER NOT NULL DEFAULT 0,
+	parent       TEXT    NOT NULL DEFAULT '',
+	next_seq     INTEGER NOT NULL DEFAULT 1,
+	summary_seq  INTEGER NOT NULL DEFAULT 0,
+	summary      TEXT    NOT NULL DEFAULT '',
+	created_at   TEXT    NOT NULL,
+	updated_at   TEXT    NOT NULL
+);
+-- ListSessions: one workspace, newest (highest id) first.
+CREATE INDEX sessions_by_workspace ON sessions (workspace, id);
+
+-- Written only by the AppendMessage op, after the session's next_seq check.
+CREATE TABLE messages (
+	session_id   TEXT    NOT NULL,
+	seq          INTEGER NOT NULL,
+	role         TEXT    NOT NULL,
+	text         TEXT    NOT NULL DEFAULT '',
+	tool_calls   BLOB,
+	tool_results BLOB,
+	turn_id      TEXT    NOT NULL DEFAULT '',
+	created_at   TEXT    NOT NULL,
+	PRIMARY KEY (session_id, seq)
+);
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

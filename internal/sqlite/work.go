@@ -9,6 +9,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -72,6 +73,10 @@ func validateOps(ops []work.Op) error {
 			err = validateLock(op.Key, op.Holder)
 		case work.ReleaseLock:
 			err = validateLock(op.Key, op.Holder)
+		case session.AppendMessage:
+			err = validateMessage(op.Message)
+		case session.SetSummary:
+			err = validateSummary(op)
 		case nil:
 			err = molt.Invalid("ops", "nil op")
 		default:
@@ -133,6 +138,10 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 			op.Key, op.Holder)
 	case work.ReleaseLock:
 		res, err = q.ExecContext(ctx, `DELETE FROM locks WHERE key = ? AND holder = ?`, op.Key, op.Holder)
+	case session.AppendMessage:
+		return s.applyAppend(ctx, q, op)
+	case session.SetSummary:
+		return s.applySummary(ctx, q, op)
 	default:
 		return false, molt.Invalid("ops", "unknown op %T", op)
 	}

@@ -142,8 +142,9 @@ func (s *Store) ListWorkspaces(ctx context.Context, q page.Query) (page.Page[wor
 	return out, nil
 }
 
-// DeleteWorkspace removes a workspace and its files in one transaction. EINVALID
-// for a bad name or workspace.Global (reason "reserved"), ENOTFOUND when absent.
+// DeleteWorkspace removes a workspace with its files, sessions and their messages
+// in one transaction. EINVALID for a bad name or workspace.Global (reason
+// "reserved"), ENOTFOUND when absent.
 func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 	if err := workspace.ValidateName(name); err != nil {
 		return err
@@ -161,7 +162,14 @@ func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 		} else if n == 0 {
 			return molt.NotFound("workspace %s not found", name)
 		}
-		_, err = q.ExecContext(ctx, `DELETE FROM files WHERE workspace = ?`, name)
+		if _, err := q.ExecContext(ctx, `DELETE FROM files WHERE workspace = ?`, name); err != nil {
+			return err
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM messages WHERE session_id IN
+			(SELECT id FROM sessions WHERE workspace = ?)`, name); err != nil {
+			return err
+		}
+		_, err = q.ExecContext(ctx, `DELETE FROM sessions WHERE workspace = ?`, name)
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ package store
 
 import (
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -16,4 +17,5 @@ type Store interface {
 	workspace.Store
 	auth.Store
 	settings.Store
+	session.Store
 }

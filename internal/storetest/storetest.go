@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every store adapter runs: the claim
 // protocol's invariants under concurrency and injected faults, transactions,
-// workspaces, files, tokens, settings and pagination. An adapter's test calls Run
+// workspaces, files, tokens, settings, pagination, and sessions with their message
+// logs (appends committed together with work items). An adapter's test calls Run
 // with a function that opens a fresh, empty store.
 package storetest
 
@@ -65,6 +66,14 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })
 	t.Run("Tokens", func(t *testing.T) { t.Parallel(); testTokens(t, open) })
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
+	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open) })
+	t.Run("Messages", func(t *testing.T) { t.Parallel(); testMessages(t, open) })
+	t.Run("AppendRace", func(t *testing.T) { t.Parallel(); testAppendRace(t, open) })
+	t.Run("Turns", func(t *testing.T) { t.Parallel(); testTurns(t, open) })
+	t.Run("SessionFaults", func(t *testing.T) { t.Parallel(); testSessionFaults(t, open) })
+	t.Run("Summary", func(t *testing.T) { t.Parallel(); testSummary(t, open) })
+	t.Run("Titles", func(t *testing.T) { t.Parallel(); testTitles(t, open) })
+	t.Run("DeleteSession", func(t *testing.T) { t.Parallel(); testDeleteSession(t, open) })
 }
 
 // --- helpers -------------------------------------------------------------------

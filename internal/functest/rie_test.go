@@ -200,6 +200,21 @@ type emulator struct {
 // invoke, as in Lambda). The emulator and the bootstrap are stopped at cleanup.
 func start(tb testing.TB, fn, bootstrapPath string, env []string) *emulator {
 	tb.Helper()
+	for try := 1; ; try++ {
+		e, err := startOnce(tb, fn, bootstrapPath, env)
+		if err == nil {
+			return e
+		}
+		// A port seen free may be taken before the emulator binds it: try others.
+		if try < 3 && strings.Contains(e.log.String(), "address already in use") {
+			continue
+		}
+		tb.Fatalf("%v\n%s", err, e.log.String())
+	}
+}
+
+func startOnce(tb testing.TB, fn, bootstrapPath string, env []string) (*emulator, error) {
+	tb.Helper()
 	addr, apiAddr := freeAddr(tb), freeAddr(tb)
 	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", log: &syncBuffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(os.Getenv("MOLT_RIE"),
@@ -210,7 +225,7 @@ func start(tb testing.TB, fn, bootstrapPath string, env []string) *emulator {
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // one group: emulator and bootstrap
 	if err := e.cmd.Start(); err != nil {
-		tb.Fatalf("start %s: %v", os.Getenv("MOLT_RIE"), err)
+		return e, fmt.Errorf("start %s: %w", os.Getenv("MOLT_RIE"), err)
 	}
 	go func() { _ = e.cmd.Wait(); close(e.exited) }()
 	tb.Cleanup(func() {
@@ -221,18 +236,23 @@ func start(tb testing.TB, fn, bootstrapPath string, env []string) *emulator {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		select {
+		case <-e.exited:
+			return e, fmt.Errorf("the emulator exited before listening on %s", addr)
+		default:
+		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return e
+			return e, nil
+		}
+		if time.Now().After(deadline) {
+			e.stop()
+			return e, fmt.Errorf("the emulator did not listen on %s within 20s", addr)
 		}
 		select {
 		case <-e.exited:
-			tb.Fatalf("the emulator exited before listening:\n%s", e.log.String())
 		case <-time.After(2 * time.Millisecond): // nothing signals readiness but the port
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the emulator did not listen on %s within 20s:\n%s", addr, e.log.String())
 		}
 	}
 }

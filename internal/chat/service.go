@@ -1,0 +1,440 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// Store is what the runtime needs of the state port (store.Store has it all).
+type Store interface {
+	work.Backend
+	session.Store
+	// ListFiles returns every file of a surface with content, sorted by path.
+	ListFiles(ctx context.Context, ws string) ([]workspace.File, error)
+}
+
+// Deps are the runtime's dependencies.
+type Deps struct {
+	Store    Store
+	Protocol *work.Protocol // on Store
+	Queue    queue.Sender
+	Model    model.Model
+	Tools    *Tools // nil: no tools
+	Clock    molt.Clock
+	IDs      molt.IDs
+	Logger   *slog.Logger
+}
+
+// Service is the chat runtime: sessions, posting messages (which creates turns),
+// and the turn worker (Handle). It holds no state of its own beyond its
+// configuration: every fact lives in the store.
+type Service struct {
+	store Store
+	proto *work.Protocol
+	queue queue.Sender
+	model model.Model
+	tools *Tools
+	clock molt.Clock
+	ids   molt.IDs
+	log   *slog.Logger
+	cfg   Config
+
+	mu       sync.RWMutex
+	commands map[string]Command
+}
+
+var _ queue.Handler = (*Service)(nil)
+
+// New returns a Service. Store, Protocol, Queue and Model are required.
+func New(d Deps, cfg Config) *Service {
+	s := &Service{store: d.Store, proto: d.Protocol, queue: d.Queue, model: d.Model, tools: d.Tools,
+		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults(), commands: map[string]Command{}}
+	if s.clock == nil {
+		s.clock = molt.SystemClock{}
+	}
+	if s.ids == nil {
+		s.ids = &molt.SortableIDs{Clock: s.clock}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.tools == nil {
+		s.tools = NewTools()
+	}
+	s.HandleCommand("/compact", compactCommand)
+	return s
+}
+
+// Config returns the runtime's configuration, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// Policy is the turn kind's claim policy for the tick.
+func (s *Service) Policy() work.Policy { return s.cfg.Policy() }
+
+// Tools returns the tool registry; register tools before the first turn runs.
+func (s *Service) Tools() *Tools { return s.tools }
+
+// Command handles a chat command: a posted text whose first word is the command's
+// name. It returns the work item it created (for /compact, a compact-only turn).
+type Command func(ctx context.Context, s *Service, req CommandRequest) (work.Item, error)
+
+// CommandRequest is a command as posted.
+type CommandRequest struct {
+	Caller  auth.Caller
+	Session session.Session
+	Name    string // e.g. "/compact"
+	Args    string // the rest of the text, trimmed
+	Text    string // the whole text as posted
+}
+
+// HandleCommand registers (or replaces) the command name, e.g. "/evo" (the
+// evolution issue registers it). Register commands before serving: a text whose
+// first word is a registered command is never sent to the model. Texts starting
+// with an unregistered "/word" are ordinary messages.
+func (s *Service) HandleCommand(name string, fn Command) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commands[name] = fn
+}
+
+// command returns the command text invokes, if any.
+func (s *Service) command(text string) (name, args string, fn Command) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "/") {
+		return "", "", nil
+	}
+	name, args, _ = strings.Cut(t, " ")
+	if i := strings.IndexFunc(name, unicode.IsSpace); i >= 0 {
+		name, args = name[:i], name[i:]+" "+args
+	}
+	s.mu.RLock()
+	fn = s.commands[name]
+	s.mu.RUnlock()
+	return name, strings.TrimSpace(args), fn
+}
+
+// IsCommand reports whether text invokes a registered command.
+func (s *Service) IsCommand(text string) bool {
+	_, _, fn := s.command(text)
+	return fn != nil
+}
+
+// compactCommand queues a compact-only turn.
+func compactCommand(ctx context.Context, s *Service, req CommandRequest) (work.Item, error) {
+	return s.CreateTurn(ctx, req.Session, req.Text, true)
+}
+
+// access checks what caller may do with workspace ws: ENOTFOUND when it may not
+// even read it (nothing about its existence is revealed), EFORBIDDEN when write is
+// asked and it may only read.
+func access(c auth.Caller, ws string, write bool) error {
+	if !c.CanRead(ws) {
+		return molt.NotFound("not found")
+	}
+	if write && !c.CanChat(ws) {
+		return &molt.Error{Code: molt.EFORBIDDEN, Message: fmt.Sprintf("a %s token cannot chat", c.Token.Level)}
+	}
+	return nil
+}
+
+func sessionNotFound(id string) error { return molt.NotFound("session %s not found", id) }
+
+// session reads a session the caller may see (write: may chat in).
+func (s *Service) session(ctx context.Context, c auth.Caller, id string, write bool) (session.Session, error) {
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		if code := molt.ErrorCode(err); code == molt.ENOTFOUND || code == molt.EINVALID {
+			return session.Session{}, sessionNotFound(id)
+		}
+		return session.Session{}, fmt.Errorf("get session %s: %w", id, err)
+	}
+	if err := access(c, sess.Workspace, write); err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return session.Session{}, sessionNotFound(id)
+		}
+		return session.Session{}, err
+	}
+	return sess, nil
+}
+
+// NewSession is a session to open.
+type NewSession struct {
+	Workspace string
+	Agent     string // "" means DefaultAgent
+	Title     string // optional; a given title has source manual
+	Parent    string // a sub-session's parent session, same workspace
+	External  bool   // input comes from outside (A2A, webhook)
+}
+
+// CreateSession opens a session for caller, recording the caller's access level.
+// Errors: ENOTFOUND when the caller may not see the workspace or it does not
+// exist; EFORBIDDEN for a readonly caller; EINVALID naming the field for a bad
+// agent id or title, or an agent that is not on the workspace's surface
+// (field "agent").
+func (s *Service) CreateSession(ctx context.Context, c auth.Caller, in NewSession) (session.Session, error) {
+	if err := workspace.ValidateName(in.Workspace); err != nil {
+		return session.Session{}, err
+	}
+	if err := access(c, in.Workspace, true); err != nil {
+		return session.Session{}, err
+	}
+	if in.Agent == "" {
+		in.Agent = DefaultAgent
+	}
+	if err := session.ValidateAgent(in.Agent); err != nil {
+		return session.Session{}, err
+	}
+	title, err := cleanTitle(in.Title, true)
+	if err != nil {
+		return session.Session{}, err
+	}
+	surface, err := s.surface(ctx, in.Workspace)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if !hasAgent(surface, in.Agent) {
+		return session.Session{}, molt.Invalid("agent", "agent %q is not on the surface of workspace %s", in.Agent, in.Workspace)
+	}
+	ss := session.Session{Workspace: in.Workspace, Agent: in.Agent, Access: string(c.Token.Level),
+		Parent: in.Parent, External: in.External}
+	if title != "" {
+		ss.Title, ss.TitleSource = title, session.TitleManual
+	}
+	out, err := s.store.CreateSession(ctx, ss)
+	if err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return session.Session{}, molt.NotFound("workspace %s not found", in.Workspace)
+		}
+		return session.Session{}, err
+	}
+	return out, nil
+}
+
+func hasAgent(surface []workspace.EffectiveFile, agent string) bool {
+	dir := "agents/" + agent + "/"
+	for _, f := range surface {
+		if strings.HasPrefix(f.Path, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanTitle trims a title and checks it: at most session.MaxTitle characters,
+// no control characters; empty only when allowEmpty.
+func cleanTitle(title string, allowEmpty bool) (string, error) {
+	t := strings.TrimSpace(title)
+	switch {
+	case !utf8.ValidString(t):
+		return "", molt.Invalid("title", "title is not valid UTF-8")
+	case t == "" && !allowEmpty:
+		return "", molt.Invalid("title", "title is empty")
+	case utf8.RuneCountInString(t) > session.MaxTitle:
+		return "", molt.Invalid("title", "title over %d characters", session.MaxTitle)
+	case strings.IndexFunc(t, unicode.IsControl) >= 0:
+		return "", molt.Invalid("title", "title contains a control character")
+	}
+	return t, nil
+}
+
+// GetSession returns a session the caller may read (ENOTFOUND otherwise).
+func (s *Service) GetSession(ctx context.Context, c auth.Caller, id string) (session.Session, error) {
+	return s.session(ctx, c, id, false)
+}
+
+// MaxSessionsPage bounds a page of ListSessions.
+const MaxSessionsPage = 100
+
+// ListSessions lists a workspace's sessions, newest first. ENOTFOUND when the
+// caller may not read ws; EINVALID for a limit over MaxSessionsPage or a bad
+// cursor.
+func (s *Service) ListSessions(ctx context.Context, c auth.Caller, ws string, q page.Query) (page.Page[session.Session], error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return page.Page[session.Session]{}, err
+	}
+	if err := access(c, ws, false); err != nil {
+		return page.Page[session.Session]{}, err
+	}
+	if q.Limit < 0 || q.Limit > MaxSessionsPage {
+		return page.Page[session.Session]{}, molt.Invalid("limit", "limit must be between 1 and %d", MaxSessionsPage)
+	}
+	if _, _, err := q.Normalize(); err != nil {
+		return page.Page[session.Session]{}, err
+	}
+	return s.store.ListSessions(ctx, ws, q)
+}
+
+// Rename sets a session's title (source manual, revision bumped): the caller's
+// title wins over any concurrent automatic title.
+func (s *Service) Rename(ctx context.Context, c auth.Caller, id, title string) (session.Session, error) {
+	t, err := cleanTitle(title, false)
+	if err != nil {
+		return session.Session{}, err
+	}
+	for try := 0; ; try++ {
+		sess, err := s.session(ctx, c, id, true)
+		if err != nil {
+			return session.Session{}, err
+		}
+		out, err := s.store.SetTitle(ctx, id, t, session.TitleManual, sess.TitleRev)
+		if molt.ErrorCode(err) == molt.ECONFLICT && try < 3 {
+			continue // an automatic title landed meanwhile: the manual one still wins
+		}
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return session.Session{}, sessionNotFound(id)
+		}
+		return out, err
+	}
+}
+
+// DeleteSession deletes a session and its messages. Its pending turns end as
+// failed (session_deleted) when a worker next looks at them; a running turn's
+// reply fails its append and writes nothing.
+func (s *Service) DeleteSession(ctx context.Context, c auth.Caller, id string) error {
+	if _, err := s.session(ctx, c, id, true); err != nil {
+		return err
+	}
+	if err := s.store.DeleteSession(ctx, id); err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return sessionNotFound(id)
+		}
+		return err
+	}
+	return nil
+}
+
+// Messages returns up to limit messages with seq > after, in seq order.
+func (s *Service) Messages(ctx context.Context, c auth.Caller, id string, after, limit int) ([]session.Message, error) {
+	if after < 0 {
+		return nil, molt.Invalid("after", "after must not be negative")
+	}
+	if _, err := s.session(ctx, c, id, false); err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.ListMessages(ctx, id, after, limit)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil, sessionNotFound(id)
+	}
+	return msgs, err
+}
+
+// Turn returns a turn the caller may read, with its data.
+func (s *Service) Turn(ctx context.Context, c auth.Caller, id string) (work.Item, TurnData, error) {
+	notFound := molt.NotFound("turn %s not found", id)
+	if work.ValidateKey(work.KindTurn, id) != nil {
+		return work.Item{}, TurnData{}, notFound
+	}
+	it, err := s.store.GetItem(ctx, work.KindTurn, id)
+	if err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return work.Item{}, TurnData{}, notFound
+		}
+		return work.Item{}, TurnData{}, fmt.Errorf("get turn %s: %w", id, err)
+	}
+	if !c.CanRead(it.Workspace) {
+		return work.Item{}, TurnData{}, notFound
+	}
+	d, _ := ParseTurnData(it.Data)
+	return it, d, nil
+}
+
+// Post posts a user message to a session: it appends the message and creates the
+// turn that answers it in one write, then sends the turn's wake-up. A text whose
+// first word is a registered command runs that command instead (/compact queues a
+// compact-only turn). It returns the turn (pending).
+//
+// Errors: ENOTFOUND (no such session, or not visible to the caller); EFORBIDDEN
+// for a caller that may only read; EINVALID for an empty text; ETOOLARGE over
+// session.MaxUserText bytes; EUNAVAILABLE when the store cannot be reached or
+// appends kept racing.
+func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text string) (work.Item, error) {
+	if len(text) > session.MaxUserText {
+		return work.Item{}, &molt.Error{Code: molt.ETOOLARGE, Field: "text",
+			Message: fmt.Sprintf("message text over %d bytes", session.MaxUserText)}
+	}
+	if !utf8.ValidString(text) {
+		return work.Item{}, molt.Invalid("text", "text is not valid UTF-8")
+	}
+	if strings.TrimSpace(text) == "" {
+		return work.Item{}, molt.Invalid("text", "text is empty")
+	}
+	sess, err := s.session(ctx, c, sessionID, true)
+	if err != nil {
+		return work.Item{}, err
+	}
+	if name, args, fn := s.command(text); fn != nil {
+		return fn(ctx, s, CommandRequest{Caller: c, Session: sess, Name: name, Args: args, Text: text})
+	}
+	return s.CreateTurn(ctx, sess, text, false)
+}
+
+// maxSeqRaces bounds the re-reads of a session whose next seq moved under a write.
+const maxSeqRaces = 8
+
+// CreateTurn appends text as a user message of sess and creates its turn in one
+// write, then wakes the turn. sess may be stale: when the session's next seq has
+// moved, it is read again and the write retried (nothing was written). It does
+// no access check (callers do; commands and A2A reuse it).
+func (s *Service) CreateTurn(ctx context.Context, sess session.Session, text string, compactOnly bool) (work.Item, error) {
+	for try := 0; try < maxSeqRaces; try++ {
+		id := s.ids.NewID()
+		d := TurnData{SessionID: sess.ID, UserSeq: sess.NextSeq, CompactOnly: compactOnly}
+		it := work.Item{Kind: work.KindTurn, ID: id, Workspace: sess.Workspace, LockKey: LockKey(sess.ID), Data: d.encode()}
+		msg := session.Message{SessionID: sess.ID, Seq: sess.NextSeq, Role: session.RoleUser, Text: text,
+			TurnID: id, CreatedAt: s.clock.Now().UTC()}
+		created, err := s.proto.Create(ctx, it, session.AppendMessage{Message: msg})
+		if molt.ErrorReason(err) == work.ReasonAlsoFailed {
+			// Another message took the seq (or the session is gone): read it again.
+			sid := sess.ID
+			if sess, err = s.store.GetSession(ctx, sid); err != nil {
+				if molt.ErrorCode(err) == molt.ENOTFOUND {
+					return work.Item{}, sessionNotFound(sid)
+				}
+				return work.Item{}, fmt.Errorf("reread session %s: %w", sid, err)
+			}
+			continue
+		}
+		if err != nil {
+			return work.Item{}, fmt.Errorf("post to session %s: %w", sess.ID, err)
+		}
+		s.wake(ctx, created.ID)
+		return created, nil
+	}
+	return work.Item{}, molt.Unavailable(nil, "session %s: messages kept arriving; try again", sess.ID)
+}
+
+// wake sends a turn's wake-up. A failed send only delays the turn until the
+// tick re-sends wake-ups of pending work.
+func (s *Service) wake(ctx context.Context, turnID string) {
+	if err := s.queue.Send(ctx, queue.Message{Kind: string(work.KindTurn), ID: turnID}); err != nil {
+		s.log.WarnContext(ctx, "turn wake-up not sent; the tick will re-send it",
+			slog.String("turn_id", turnID), slog.String("error", err.Error()))
+	}
+}
+
+// surface reads a workspace's effective surface (built-in, global, workspace).
+func (s *Service) surface(ctx context.Context, ws string) ([]workspace.EffectiveFile, error) {
+	global, err := s.store.ListFiles(ctx, workspace.Global)
+	if err != nil {
+		return nil, fmt.Errorf("list global files: %w", err)
+	}
+	own, err := s.store.ListFiles(ctx, ws)
+	if err != nil {
+		return nil, fmt.Errorf("list files of %s: %w", ws, err)
+	}
+	return Surface(Builtin(), global, own), nil
+}

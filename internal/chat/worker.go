@@ -1,0 +1,489 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/obs"
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// Handle is the turn worker (queue.Handler for work.KindTurn wake-ups). A wake-up
+// is only a hint: the turn's state in the store decides.
+//
+//   - A turn that is not pending (done, running elsewhere, gone) is left alone:
+//     a duplicate or late wake-up is harmless.
+//   - A turn waits (nil, message dropped) while the session's previous turn is
+//     pending or running; that turn wakes it when it ends. Turns of a session so
+//     run one at a time, in the order their messages were posted.
+//   - Claim: "locked" and "not_claimable" return nil; "budget_full" returns an
+//     error so the wake-up is delivered again later.
+//
+// The claimed turn heartbeats every Timeout/4; when the claim is lost every model
+// call is cancelled and nothing more is written. The reply (with any tool call and
+// result messages, the summary of a compaction, and the turn's data) is committed
+// in the one conditional write that makes the turn done, so a turn never appends
+// its reply twice. A retryable model failure with attempts left returns the turn
+// to pending and wakes it again; otherwise the turn fails with one system message
+// in the same write.
+func (s *Service) Handle(ctx context.Context, m queue.Message) error {
+	if m.Kind != string(work.KindTurn) || work.ValidateKey(work.KindTurn, m.ID) != nil {
+		s.log.WarnContext(ctx, "not a turn wake-up; dropped", slog.String("kind", m.Kind))
+		return nil
+	}
+	ctx = obs.With(ctx, slog.String("turn_id", m.ID))
+	it, err := s.store.GetItem(ctx, work.KindTurn, m.ID)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read turn %s: %w", m.ID, err)
+	}
+	if it.Status != work.StatusPending || it.Active {
+		return nil
+	}
+	d, err := ParseTurnData(it.Data)
+	if err != nil {
+		s.abandon(ctx, it, "bad_turn_data")
+		return nil
+	}
+	ctx = obs.With(ctx, slog.String("session_id", d.SessionID))
+	sess, err := s.store.GetSession(ctx, d.SessionID)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		s.abandon(ctx, it, ReasonSessionDeleted)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read session %s: %w", d.SessionID, err)
+	}
+	msgs, err := s.loadMessages(ctx, sess.ID, sess.SummarySeq)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		s.abandon(ctx, it, ReasonSessionDeleted)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if prev := previousTurn(msgs, d.UserSeq, it.ID); prev != "" && !writtenBy(msgs, prev) {
+		p, err := s.store.GetItem(ctx, work.KindTurn, prev)
+		switch {
+		case err == nil && (p.Status == work.StatusPending || p.Active):
+			s.log.DebugContext(ctx, "turn waits for the session's previous turn", slog.String("previous_turn_id", prev))
+			return nil
+		case err != nil && molt.ErrorCode(err) != molt.ENOTFOUND:
+			return fmt.Errorf("read previous turn %s: %w", prev, err)
+		}
+	}
+	c, claimed, err := s.proto.ClaimSeen(ctx, it, s.cfg.Budget)
+	if err != nil {
+		switch molt.ErrorReason(err) {
+		case work.ReasonLocked, work.ReasonNotClaimable:
+			return nil
+		}
+		return fmt.Errorf("claim turn %s: %w", it.ID, err)
+	}
+	return s.run(ctx, c, claimed, d, sess, msgs)
+}
+
+// abandon ends a pending turn that can never run (its session is gone).
+func (s *Service) abandon(ctx context.Context, it work.Item, reason string) {
+	_, err := s.proto.Update(ctx, work.KindTurn, it.ID, work.Change{From: []work.Status{work.StatusPending},
+		Attempts: it.Attempts, To: StatusFailed, Reason: &reason})
+	if err != nil && molt.ErrorCode(err) != molt.ECONFLICT {
+		s.log.WarnContext(ctx, "could not end turn", slog.String("reason", reason), slog.String("error", err.Error()))
+		return
+	}
+	s.log.InfoContext(ctx, "turn abandoned", slog.String("reason", reason))
+}
+
+// loadMessages reads every message of a session after seq after.
+func (s *Service) loadMessages(ctx context.Context, id string, after int) ([]session.Message, error) {
+	const pageSize = 500
+	var out []session.Message
+	for {
+		page, err := s.store.ListMessages(ctx, id, after, pageSize)
+		if err != nil {
+			return nil, fmt.Errorf("list messages of session %s: %w", id, err)
+		}
+		out = append(out, page...)
+		if len(page) == 0 {
+			return out, nil
+		}
+		after = page[len(page)-1].Seq
+		if len(page) < pageSize {
+			return out, nil
+		}
+	}
+}
+
+// previousTurn is the turn of the last user message before userSeq (not self).
+func previousTurn(msgs []session.Message, userSeq int, self string) string {
+	prev := ""
+	for _, m := range msgs {
+		if m.Seq >= userSeq {
+			break
+		}
+		if m.Role == session.RoleUser && m.TurnID != "" && m.TurnID != self {
+			prev = m.TurnID
+		}
+	}
+	return prev
+}
+
+// writtenBy reports whether the log holds a message the turn wrote: a turn
+// writes its messages only in the write that ends it, so it has ended.
+func writtenBy(msgs []session.Message, turnID string) bool {
+	for _, m := range msgs {
+		if m.Role != session.RoleUser && m.TurnID == turnID {
+			return true
+		}
+	}
+	return false
+}
+
+// nextTurn is the turn of the first user message after userSeq.
+func nextTurn(msgs []session.Message, userSeq int) string {
+	for _, m := range msgs {
+		if m.Seq > userSeq && m.Role == session.RoleUser && m.TurnID != "" {
+			return m.TurnID
+		}
+	}
+	return ""
+}
+
+// outcome is what a turn will commit.
+type outcome struct {
+	added  []model.Message // the reply: assistant and tool messages
+	notice string          // a system message (a compact-only turn's result, a failure)
+
+	compacted  bool
+	summary    string
+	upToSeq    int
+	ifSummary  int
+	steps      int
+	usage      model.Usage
+	stepLimit  bool
+}
+
+// turnFailure is a failure no retry can fix: the turn fails with notice.
+type turnFailure struct {
+	reason, notice string
+	err            error
+}
+
+func (f *turnFailure) Error() string { return f.reason + ": " + f.err.Error() }
+func (f *turnFailure) Unwrap() error { return f.err }
+
+// modelFailure wraps an error of a model call.
+type modelFailure struct{ err error }
+
+func (f *modelFailure) Error() string { return "model: " + f.err.Error() }
+func (f *modelFailure) Unwrap() error { return f.err }
+
+// run executes a claimed turn to its terminal write.
+func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, d TurnData, sess session.Session, msgs []session.Message) error {
+	start := s.clock.Now()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if dl, ok := ctx.Deadline(); ok {
+		var cancelDL context.CancelFunc
+		runCtx, cancelDL = context.WithDeadline(runCtx, dl.Add(-s.cfg.CommitMargin))
+		defer cancelDL()
+	}
+	var lost atomic.Bool
+	stopHeartbeat := s.heartbeat(runCtx, c, &lost, cancel)
+	out, err := s.answer(runCtx, d, sess, msgs)
+	stopHeartbeat()
+	if lost.Load() {
+		s.log.WarnContext(ctx, "turn lost its claim; nothing written", slog.Int("attempt", c.Attempts))
+		return nil
+	}
+	// The final write gets its own short deadline, so an answer that is ready is
+	// not thrown away because the handler's context ended meanwhile.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitMargin)
+	defer wcancel()
+	if err == nil {
+		if s.cfg.BeforeCommit != nil {
+			if herr := s.cfg.BeforeCommit(TurnContext{Turn: it, Claim: c, Reply: replyText(out)}); herr != nil {
+				return fmt.Errorf("turn %s abandoned before commit: %w", it.ID, herr)
+			}
+		}
+		return s.finish(wctx, c, it, d, sess, msgs, out, StatusDone, "")
+	}
+
+	var tf *turnFailure
+	var mf *modelFailure
+	switch {
+	case errors.As(err, &tf):
+		s.log.WarnContext(ctx, "turn failed", slog.String("reason", tf.reason), slog.String("error", err.Error()))
+		return s.finish(wctx, c, it, d, sess, msgs, outcome{notice: tf.notice}, StatusFailed, tf.reason)
+	case ctx.Err() != nil:
+		// Shutdown or the invocation ended: give the turn back for a later attempt.
+		s.release(wctx, c, "interrupted")
+		s.wake(wctx, it.ID)
+		return fmt.Errorf("turn %s interrupted: %w", it.ID, ctx.Err())
+	case errors.As(err, &mf):
+		reason := modelReason(mf.err)
+		if molt.ErrorCode(mf.err) == molt.EUNAVAILABLE && it.Used() < s.cfg.MaxAttempts {
+			s.log.WarnContext(ctx, "model unavailable; turn will be retried", slog.String("reason", reason),
+				slog.Int("attempt", it.Used()), slog.Int("max_attempts", s.cfg.MaxAttempts))
+			if s.release(wctx, c, reason) {
+				s.wake(wctx, it.ID)
+			}
+			return nil
+		}
+		s.log.WarnContext(ctx, "model failed; turn fails", slog.String("reason", reason), slog.String("error", mf.err.Error()),
+			slog.Int("attempt", it.Used()), slog.Duration("elapsed", s.clock.Now().Sub(start)))
+		return s.finish(wctx, c, it, d, sess, msgs, outcome{notice: modelNotice(mf.err)}, StatusFailed, reason)
+	default:
+		// The store or something unexpected: give the turn back and let the
+		// wake-up be delivered again.
+		s.release(wctx, c, "error")
+		return fmt.Errorf("turn %s: %w", it.ID, err)
+	}
+}
+
+func replyText(out outcome) string {
+	if len(out.added) > 0 {
+		return out.added[len(out.added)-1].Text
+	}
+	return out.notice
+}
+
+// release returns a claimed turn to pending, writing nothing else. It reports
+// whether it did.
+func (s *Service) release(ctx context.Context, c work.Claim, reason string) bool {
+	_, err := s.proto.Transition(ctx, c, work.Transition{To: work.StatusPending, Reason: &reason})
+	if err != nil {
+		s.log.WarnContext(ctx, "could not return the turn to pending; the tick will", slog.String("error", err.Error()))
+		return false
+	}
+	return true
+}
+
+// heartbeat refreshes the claim every HeartbeatEvery until stopped. When the
+// claim is lost it records that and cancels ctx, aborting every model call.
+func (s *Service) heartbeat(ctx context.Context, c work.Claim, lost *atomic.Bool, cancel context.CancelFunc) (stop func()) {
+	every := s.cfg.HeartbeatEvery
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.proto.Heartbeat(ctx, c)
+			switch {
+			case molt.IsLostClaim(err):
+				lost.Store(true)
+				cancel()
+				return
+			case err != nil && ctx.Err() == nil:
+				s.log.WarnContext(ctx, "heartbeat failed", slog.String("error", err.Error()))
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// answer prepares what the turn commits: the compaction if one is due, then the
+// reply (the tool loop), or a compact-only turn's notice. It writes nothing.
+func (s *Service) answer(ctx context.Context, d TurnData, sess session.Session, msgs []session.Message) (outcome, error) {
+	var out outcome
+	surface, err := s.surface(ctx, sess.Workspace)
+	if err != nil {
+		return out, err
+	}
+	prompt, err := Assemble(PromptInput{Surface: surface, Agent: sess.Agent, Root: sess.Parent == ""})
+	if err != nil {
+		var me *molt.Error
+		if errors.As(err, &me) && (me.Reason == ReasonAgentNotFound || me.Reason == ReasonAgentConfig) {
+			return out, &turnFailure{reason: me.Reason, err: err,
+				notice: "The agent could not run: " + clip(me.Message, 500)}
+		}
+		return out, err
+	}
+	maxTokens := s.cfg.MaxTokens
+	if prompt.Agent.Model.MaxTokens > 0 {
+		maxTokens = prompt.Agent.Model.MaxTokens
+	}
+	entries := Transcript(msgs, d.UserSeq, s.IsCommand)
+	summary := sess.Summary
+	if d.CompactOnly || EstimateTokens(withSummary(prompt.System, summary), entries) > s.cfg.CompactTokens {
+		cut, ok := CutPoint(entries, s.cfg.KeepTail)
+		if !ok && !d.CompactOnly {
+			cut, ok = CutPoint(entries, 1) // over budget: keep at least the message being answered
+		}
+		if ok {
+			req := SummaryRequest(summary, entries[:cut], maxTokens)
+			req.Timeout = s.cfg.ModelTimeout
+			resp, err := s.model.Generate(ctx, req)
+			if err != nil {
+				return out, &modelFailure{err}
+			}
+			text := strings.TrimSpace(strings.ToValidUTF8(resp.Text, "\uFFFD"))
+			if text == "" {
+				return out, &modelFailure{model.Fail(model.ReasonMalformedResponse, "summary is empty", nil)}
+			}
+			upTo := 0
+			for _, e := range entries[:cut] {
+				upTo = max(upTo, e.Msg.Seq)
+			}
+			out.compacted, out.summary, out.upToSeq, out.ifSummary = true, clip(text, session.MaxSummary), upTo, sess.SummarySeq
+			out.usage.InputTokens += resp.Usage.InputTokens
+			out.usage.OutputTokens += resp.Usage.OutputTokens
+			summary, entries = out.summary, entries[cut:]
+		}
+	}
+	if d.CompactOnly {
+		if out.compacted {
+			out.notice = fmt.Sprintf("Compacted the conversation up to message %d into a summary.", out.upToSeq)
+		} else {
+			out.notice = "Nothing to compact yet: the conversation is not longer than the part that is always kept."
+		}
+		return out, nil
+	}
+	tools, unknown := s.tools.Select(prompt.Agent.Tools)
+	if len(unknown) > 0 {
+		s.log.DebugContext(ctx, "agent lists tools this runtime does not have", slog.Any("tools", unknown))
+	}
+	res, err := Loop{Model: s.model, System: withSummary(prompt.System, summary), Messages: ModelMessages(entries),
+		Tools: tools, MaxSteps: s.cfg.MaxSteps, MaxTokens: maxTokens, Timeout: s.cfg.ModelTimeout}.Run(ctx)
+	if err != nil {
+		return out, &modelFailure{err}
+	}
+	out.added, out.steps, out.stepLimit = res.Added, res.Steps, res.StepLimit
+	out.usage.InputTokens += res.Usage.InputTokens
+	out.usage.OutputTokens += res.Usage.OutputTokens
+	return out, nil
+}
+
+// withSummary adds a session's summary to the system prompt.
+func withSummary(system, summary string) string {
+	if summary == "" {
+		return system
+	}
+	return system + "\n\n=== conversation summary (earlier messages) ===\n" + summary
+}
+
+// finish commits the turn's terminal write: the status, its data, and every
+// message and the summary in the same transaction. When a message was appended
+// meanwhile (the seq moved) it re-reads the session and tries again: nothing was
+// written. After the write it wakes the session's next turn.
+func (s *Service) finish(ctx context.Context, c work.Claim, it work.Item, d TurnData, sess session.Session,
+	msgs []session.Message, out outcome, status work.Status, reason string) error {
+	raced := false
+	for try := 0; try < maxSeqRaces; try++ {
+		ops, nd := s.finalOps(it.ID, d, sess, out)
+		_, err := s.proto.Transition(ctx, c, work.Transition{To: status, Data: nd.encode(), Reason: &reason}, ops...)
+		switch {
+		case err == nil:
+			s.log.InfoContext(ctx, "turn "+string(status), slog.String("reason", reason), slog.Int("attempt", c.Attempts),
+				slog.Int("steps", nd.Steps), slog.Bool("compacted", nd.Compacted), slog.Int("reply_seq", nd.ReplySeq),
+				slog.Int("input_tokens", nd.InputTokens), slog.Int("output_tokens", nd.OutputTokens),
+				slog.Bool("step_limit", out.stepLimit))
+			s.wakeNext(ctx, sess.ID, d.UserSeq, msgs, raced)
+			return nil
+		case molt.IsLostClaim(err):
+			s.log.WarnContext(ctx, "turn lost its claim before its final write; nothing written", slog.Int("attempt", c.Attempts))
+			return nil
+		case molt.ErrorReason(err) == work.ReasonAlsoFailed:
+			raced = true
+			cur, gerr := s.store.GetSession(ctx, sess.ID)
+			if molt.ErrorCode(gerr) == molt.ENOTFOUND {
+				out, status, reason = outcome{}, StatusFailed, ReasonSessionDeleted
+				sess.ID = "" // no ops: nothing to append to
+				continue
+			}
+			if gerr != nil {
+				return fmt.Errorf("reread session %s: %w", sess.ID, gerr)
+			}
+			if out.compacted && cur.SummarySeq != out.ifSummary {
+				out.compacted = false // someone else compacted: keep theirs
+			}
+			sess = cur
+		default:
+			return fmt.Errorf("finish turn %s: %w", it.ID, err)
+		}
+	}
+	s.release(ctx, c, ReasonTooManyRetries)
+	return molt.Unavailable(nil, "turn %s: the session's messages kept moving", it.ID)
+}
+
+// finalOps builds the terminal write's extra ops (sess.ID "" means none) and the
+// turn's final data.
+func (s *Service) finalOps(turnID string, d TurnData, sess session.Session, out outcome) ([]work.Op, TurnData) {
+	nd := d
+	nd.Steps, nd.InputTokens, nd.OutputTokens = out.steps, out.usage.InputTokens, out.usage.OutputTokens
+	if sess.ID == "" {
+		return nil, nd
+	}
+	var ops []work.Op
+	if out.compacted {
+		ops = append(ops, session.SetSummary{SessionID: sess.ID, Summary: out.summary, UpToSeq: out.upToSeq, IfSummarySeq: out.ifSummary})
+		nd.Compacted, nd.SummarySeq = true, out.upToSeq
+	}
+	now := s.clock.Now().UTC()
+	seq := sess.NextSeq
+	add := func(m session.Message) {
+		m.SessionID, m.Seq, m.TurnID, m.CreatedAt = sess.ID, seq, turnID, now
+		ops = append(ops, session.AppendMessage{Message: m})
+		nd.ReplySeq = seq
+		seq++
+	}
+	for _, m := range out.added {
+		switch m.Role {
+		case model.RoleAssistant:
+			add(session.Message{Role: session.RoleAssistant, Text: storedText(m.Text), ToolCalls: encodeCalls(m.ToolCalls)})
+		case model.RoleTool:
+			add(session.Message{Role: session.RoleTool, Text: storedText(m.Text), ToolResults: encodeResults(m.ToolResults)})
+		}
+	}
+	if out.notice != "" {
+		add(session.Message{Role: session.RoleSystem, Text: storedText(out.notice)})
+	}
+	return ops, nd
+}
+
+func storedText(s string) string {
+	return clip(strings.ToValidUTF8(s, "\uFFFD"), session.MaxMessageText)
+}
+
+// wakeNext wakes the turn of the session's next user message after userSeq, which
+// waited for this one. msgs is the log as read before the claim: unless a write
+// raced a new message, the next turn (if any) is in it.
+func (s *Service) wakeNext(ctx context.Context, sessionID string, userSeq int, msgs []session.Message, raced bool) {
+	if sessionID == "" {
+		return
+	}
+	if raced {
+		var err error
+		if msgs, err = s.loadMessages(ctx, sessionID, userSeq); err != nil {
+			// The next turn's own wake-up or the tick's re-send picks it up.
+			s.log.WarnContext(ctx, "could not look for the next turn", slog.String("error", err.Error()))
+			return
+		}
+	}
+	if next := nextTurn(msgs, userSeq); next != "" {
+		s.wake(ctx, next)
+	}
+}

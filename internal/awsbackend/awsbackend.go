@@ -42,9 +42,20 @@ func Open(ctx context.Context, cfg app.Config, clock molt.Clock, ids molt.IDs) (
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
 	return app.Deps{
-		Store: dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table, dynamo.Options{Clock: clock, IDs: ids}),
+		Store: dynamo.New(dynamodb.NewFromConfig(awsCfg, DynamoOptions()), cfg.Table, dynamo.Options{Clock: clock, IDs: ids}),
 		Blobs: s3blob.New(s3.NewFromConfig(awsCfg, s3blob.ClientOptions()), cfg.Bucket),
 		Queue: sqsqueue.New(sqsClient, cfg.Queues),
 		SQS:   sqsClient,
 	}, nil
+}
+
+// DynamoOptions adjusts the DynamoDB client for the endpoint in use: local
+// emulators send no CRC32 response checksum, so validating it there only logs a
+// warning on every response. Against AWS nothing changes.
+func DynamoOptions() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		if awsenv.Endpoint() != "" {
+			o.DisableValidateResponseChecksum = true
+		}
+	}
 }

@@ -32,7 +32,7 @@ func Bootstrap(ctx context.Context, cfg app.Config, kinds []string, out io.Write
 	if err != nil {
 		return err
 	}
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), cfg.Table); err != nil {
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg, DynamoOptions()), cfg.Table); err != nil {
 		return fmt.Errorf("bootstrap table %s: %w", cfg.Table, err)
 	}
 	fmt.Fprintf(out, "table %s ready\n", cfg.Table)

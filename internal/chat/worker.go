@@ -166,13 +166,13 @@ type outcome struct {
 	added  []model.Message // the reply: assistant and tool messages
 	notice string          // a system message (a compact-only turn's result, a failure)
 
-	compacted  bool
-	summary    string
-	upToSeq    int
-	ifSummary  int
-	steps      int
-	usage      model.Usage
-	stepLimit  bool
+	compacted bool
+	summary   string
+	upToSeq   int
+	ifSummary int
+	steps     int
+	usage     model.Usage
+	stepLimit bool
 }
 
 // turnFailure is a failure no retry can fix: the turn fails with notice.

@@ -21,13 +21,22 @@
 //	file counter    WS#<name>               FILES          –                        –
 //	token           TOKEN#<sha256 hex>      TOKEN          –                        –
 //	settings        SETTINGS                SETTINGS       –                        –
+//	session         SESSION#<id>            META           SESSIONS#<ws> / <id>     –
+//	message         SESSION#<id>            MSG#<seq>      –                        –
 //
+// A message's seq is zero-padded to 10 digits in its sort key, so key order is seq
+// order and ListMessages is one strongly consistent Query of the session's
+// partition with sk BETWEEN MSG#<after+1> AND MSG#9999999999.
 // Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
 // attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
 // updated_at, op_id; a slot or file counter keeps n (ADD); a lock keeps holder; a
 // workspace keeps name, description, created_at, updated_at; a file keeps ws, path,
 // content (B), sha256, size, updated_at; a token keeps id, level, ws, name,
-// created_at; settings keep doc (the JSON document) and updated_at. Times are Unix
+// created_at; settings keep doc (the JSON document) and updated_at; a session
+// keeps id, ws, agent, title, title_source, title_rev, access, external (BOOL),
+// parent, next_seq, summary_seq, summary, created_at, updated_at; a message keeps
+// session_id, seq, role, text, tool_calls (B), tool_results (B), turn_id,
+// created_at. Times are Unix
 // nanoseconds (N): exact, numeric, comparable in conditions. Empty strings, zero
 // times and empty binaries are not stored; they read back as zero values. The
 // global surface's files live under WS#global, which has no META item.
@@ -55,17 +64,46 @@
 // and compares op ids (ReturnValuesOnConditionCheckFailure is not used: the
 // emulator does not support it, and the read-back works everywhere).
 //
+// # Sessions
+//
+// The session ops of Commit touch two kinds of item. All the AppendMessage and
+// SetSummary ops of one session in a Commit become one Update of its META item
+// (a transaction may write an item only once): attribute_exists(pk), next_seq =
+// the first message's seq, summary_seq = the first summary's IfSummarySeq; it sets
+// next_seq past the last message, summary and summary_seq to the last summary's,
+// and updated_at. The messages must follow each other and each summary must start
+// where the previous ended, as if applied one by one; an op that breaks the chain
+// can never succeed and is reported as its condition failure without a request.
+// Each message is a Put with attribute_not_exists(pk). An AppendMessage is
+// therefore always two items and always a TransactWriteItems, even alone. When
+// the META update's condition fails, a consistent read of the session tells which
+// of its ops failed. A message item is at most about 200 KB (text and each tool
+// field at most 64 KiB), under the 400 KB item limit; a transaction's 4 MB limit
+// allows about 20 maximal messages, and at most 100 items in all.
+//
+// CreateSession is one transaction: a ConditionCheck that the workspace's META
+// exists, the session Put with attribute_not_exists(pk), and for a sub-session a
+// ConditionCheck that the parent exists in the same workspace. SetTitle is one
+// UpdateItem conditional on the session existing with title_rev = ifRev.
+// DeleteSession deletes META first (ENOTFOUND when absent), then the messages
+// (Query, BatchWriteItem, unprocessed items re-sent): an append racing the delete
+// either committed before it, and its message is found and deleted, or fails its
+// condition on META. A deletion that stopped part way leaves messages without
+// META; DeleteSession again, or CreateSession with that explicit id, removes them.
+// DeleteWorkspace deletes the sessions gsi1 lists for it after its META and files
+// (best effort: the index may lag a session created a moment before).
+//
 // # Reads
 //
-// GetItem, ActiveCount, LockHolder, GetWorkspace, GetFile, ListFiles and
-// TokenByHash read with ConsistentRead. ListItems and ListWorkspaces query a GSI,
-// which DynamoDB keeps eventually consistent: a listing may lag a write briefly,
-// and every write made from a listing is conditional. Listings sort by id (time
-// ordered); the cursor is the last sort key of a page, and the next page's key
-// condition starts strictly after it, so a cursor stays valid while items are
-// added, change status or are deleted. A page asks for one item more than its
-// limit and follows LastEvaluatedKey when a response stops at 1 MB, so Next is
-// empty exactly on the last page.
+// GetItem, ActiveCount, LockHolder, GetWorkspace, GetFile, ListFiles, TokenByHash,
+// GetSession and ListMessages read with ConsistentRead. ListItems, ListWorkspaces
+// and ListSessions query a GSI, which DynamoDB keeps eventually consistent: a
+// listing may lag a write briefly, and every write made from a listing is
+// conditional. Listings sort by id (time ordered); the cursor is the last sort key
+// of a page, and the next page's key condition starts strictly after it, so a
+// cursor stays valid while items are added, change status or are deleted. A page
+// asks for one item more than its limit and follows LastEvaluatedKey when a
+// response stops at 1 MB, so Next is empty exactly on the last page.
 //
 // # Workspaces and files
 //

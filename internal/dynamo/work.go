@@ -12,6 +12,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -129,10 +130,12 @@ func decodeItem(m map[string]types.AttributeValue) work.Item {
 }
 
 // Commit applies ops atomically: one conditional PutItem/UpdateItem/DeleteItem for
-// a single op, one TransactWriteItems for several. A failed condition returns a
-// *work.ConditionFailed naming the op. Invalid ops return EINVALID/ETOOLARGE before
-// any request. Any other error leaves the outcome unknown, including a condition
-// failure on a request the SDK had to retry (its first attempt may have landed).
+// a single op that writes one item, one TransactWriteItems otherwise (an
+// AppendMessage writes two items: the session and the message). A failed
+// condition returns a *work.ConditionFailed naming the op. Invalid ops return
+// EINVALID/ETOOLARGE before any request. Any other error leaves the outcome
+// unknown, including a condition failure on a request the SDK had to retry (its
+// first attempt may have landed).
 func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if len(ops) == 0 {
 		return nil
@@ -140,20 +143,11 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if len(ops) > maxTransact {
 		return molt.Invalid("ops", "at most %d ops in one commit", maxTransact)
 	}
-	items := make([]types.TransactWriteItem, len(ops))
-	seen := map[string]int{}
-	for i, op := range ops {
-		ti, k, err := s.writeItem(op)
-		if err != nil {
-			return err
-		}
-		if j, dup := seen[k]; dup {
-			return molt.Invalid("ops", "ops %d and %d write the same item %s", j, i, k)
-		}
-		seen[k] = i
-		items[i] = ti
+	tx, err := s.transaction(ops)
+	if err != nil {
+		return err
 	}
-	retried, err := s.write(ctx, items)
+	retried, err := s.write(ctx, tx.items)
 	if err == nil {
 		return nil
 	}
@@ -161,9 +155,90 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 		if retried {
 			return fmt.Errorf("commit %d ops: condition failed after a retried request, outcome unknown: %w", len(ops), err)
 		}
-		return &work.ConditionFailed{Index: idx}
+		if g := tx.sessions[idx]; g != nil {
+			return &work.ConditionFailed{Index: s.sessionFailed(ctx, g)}
+		}
+		return &work.ConditionFailed{Index: tx.owner[idx]}
 	}
 	return fmt.Errorf("commit %d ops: %w", len(ops), err)
+}
+
+// txn is a Commit's ops as transaction items.
+type txn struct {
+	items    []types.TransactWriteItem
+	owner    []int               // owner[i]: the op that wrote items[i]
+	sessions map[int]*sessionOps // by the index of a session's META update
+}
+
+// transaction validates ops and turns them into transaction items. The session
+// ops of one session share one META update (see sessionUpdate).
+func (s *Store) transaction(ops []work.Op) (txn, error) {
+	tx := txn{sessions: map[int]*sessionOps{}}
+	seen := map[string]int{}
+	add := func(op int, k string, ti types.TransactWriteItem) error {
+		if j, dup := seen[k]; dup {
+			return molt.Invalid("ops", "ops %d and %d write the same item %s", j, op, k)
+		}
+		seen[k] = op
+		tx.items = append(tx.items, ti)
+		tx.owner = append(tx.owner, op)
+		return nil
+	}
+	bySession := map[string]*sessionOps{}
+	group := func(op int, id string) *sessionOps {
+		g := bySession[id]
+		if g == nil {
+			g = &sessionOps{id: id, item: len(tx.items)}
+			bySession[id] = g
+			tx.sessions[g.item] = g
+			// A placeholder, filled in once every op of the session is known.
+			tx.items = append(tx.items, types.TransactWriteItem{})
+			tx.owner = append(tx.owner, op)
+		}
+		return g
+	}
+	for i, op := range ops {
+		switch op := op.(type) {
+		case session.AppendMessage:
+			m := op.Message
+			if err := validateMessage(m); err != nil {
+				return txn{}, err
+			}
+			if m.CreatedAt.IsZero() {
+				m.CreatedAt = s.now()
+			}
+			g := group(i, m.SessionID)
+			g.steps = append(g.steps, sessionStep{op: i, msg: m})
+			if err := add(i, sessionPK(m.SessionID)+"#"+msgSK(m.Seq), s.messagePut(m)); err != nil {
+				return txn{}, err
+			}
+		case session.SetSummary:
+			if err := validateSummary(op); err != nil {
+				return txn{}, err
+			}
+			g := group(i, op.SessionID)
+			g.steps = append(g.steps, sessionStep{op: i, summary: &op})
+		default:
+			ti, k, err := s.writeItem(op)
+			if err != nil {
+				return txn{}, err
+			}
+			if err := add(i, k, ti); err != nil {
+				return txn{}, err
+			}
+		}
+	}
+	for _, g := range bySession {
+		up, err := s.sessionUpdate(g)
+		if err != nil {
+			return txn{}, err
+		}
+		tx.items[g.item] = types.TransactWriteItem{Update: up}
+	}
+	if len(tx.items) > maxTransact {
+		return txn{}, molt.Invalid("ops", "commit writes %d items, over the limit of %d", len(tx.items), maxTransact)
+	}
+	return tx, nil
 }
 
 // write sends items (see send), retrying a transaction that DynamoDB cancelled

@@ -153,11 +153,12 @@ func (s *Store) ListWorkspaces(ctx context.Context, q page.Query) (page.Page[wor
 }
 
 // DeleteWorkspace deletes the workspace's META item (ENOTFOUND when absent), which
-// makes every later PutFile to it fail, then its files and file counter in
-// batches. EINVALID for a bad name or workspace.Global (reason "reserved"). If the
-// file deletion fails part way the error is returned with the workspace already
-// gone; calling DeleteWorkspace again deletes the leftover files and returns
-// ENOTFOUND.
+// makes every later PutFile and CreateSession to it fail, then its files and file
+// counter in batches, then its sessions with their messages (those gsi1 lists: a
+// session created a moment before may be missed, see deleteWorkspaceSessions).
+// EINVALID for a bad name or workspace.Global (reason "reserved"). If the
+// deletion fails part way the error is returned with the workspace already gone;
+// calling DeleteWorkspace again deletes the leftovers and returns ENOTFOUND.
 func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 	if err := workspace.ValidateName(name); err != nil {
 		return err
@@ -178,12 +179,22 @@ func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 		if err := s.deleteSurface(ctx, name, true); err != nil {
 			return fmt.Errorf("delete leftover files of workspace %s: %w", name, err)
 		}
+		if live, err := s.exists(ctx, metaKey(name)); err != nil {
+			return failure("delete workspace "+name, err)
+		} else if !live {
+			if err := s.deleteWorkspaceSessions(ctx, name); err != nil {
+				return fmt.Errorf("delete leftover sessions of workspace %s: %w", name, err)
+			}
+		}
 		return molt.NotFound("workspace %s not found", name)
 	} else if err != nil && !cond {
 		return failure("delete workspace "+name, err)
 	}
 	if err := s.deleteSurface(ctx, name, false); err != nil {
 		return fmt.Errorf("delete files of workspace %s: %w", name, err)
+	}
+	if err := s.deleteWorkspaceSessions(ctx, name); err != nil {
+		return fmt.Errorf("delete sessions of workspace %s: %w", name, err)
 	}
 	return nil
 }

@@ -10,8 +10,11 @@ import (
 
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/memqueue"
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/settings"
@@ -30,6 +33,9 @@ type App struct {
 	IDs      molt.IDs
 	Logger   *slog.Logger
 	Protocol *work.Protocol
+	Model    model.Model
+	// Chat is the agent runtime: sessions, posting, the turn worker.
+	Chat *chat.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -59,6 +65,9 @@ type Deps struct {
 	Close func() error     // releases what the backend opened; may be nil
 	Clock molt.Clock       // nil: the system clock
 	IDs   molt.IDs         // nil: sortable ids on Clock
+	// Model answers chat turns; nil: the offline development model. Both backends
+	// build it from MOLT_MODEL (internal/model/modelenv).
+	Model model.Model
 }
 
 // New wires an App on deps.
@@ -80,6 +89,12 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 		a.closers = append(a.closers, d.Close)
 	}
 	a.Protocol = &work.Protocol{Backend: a.Store, Clock: clock, IDs: ids}
+	a.Model = d.Model
+	if a.Model == nil {
+		a.Model = offline.New()
+	}
+	a.Chat = chat.New(chat.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
+		Clock: clock, IDs: ids, Logger: logger}, cfg.Chat)
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -101,7 +116,7 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with
@@ -133,7 +148,12 @@ func Kinds() []string {
 
 // registry lists the kinds of work features register: each entry builds its
 // worker from the app. Features add themselves here as they land.
-var registry []struct {
+var registry = []struct {
 	kind  work.Kind
 	build func(a *App) Worker
+}{
+	{kind: work.KindTurn, build: func(a *App) Worker {
+		return Worker{Kind: work.KindTurn, Handler: a.Chat,
+			Policy: func(settings.Settings) work.Policy { return a.Chat.Policy() }}
+	}},
 }

@@ -3,8 +3,11 @@ package app
 import (
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 )
 
@@ -21,6 +24,10 @@ type Config struct {
 	Table   string            // aws: DynamoDB table
 	Bucket  string            // aws: S3 bucket
 	Queues  map[string]string // aws: work kind → SQS queue URL
+	// Chat tunes the turn runtime (zero fields: defaults); see chat.Config.
+	Chat chat.Config
+
+	envErr error // a malformed tuning variable, reported by Validate
 }
 
 // Environment variables read by ConfigFromEnv.
@@ -30,6 +37,10 @@ const (
 	EnvTable       = "MOLT_TABLE"
 	EnvBucket      = "MOLT_BUCKET"
 	EnvQueuePrefix = "MOLT_QUEUE_" // MOLT_QUEUE_TURN=https://… (kind upper-cased)
+
+	EnvTurnBudget    = "MOLT_TURN_BUDGET"    // turns running at once (default 32)
+	EnvTurnTimeout   = "MOLT_TURN_TIMEOUT"   // heartbeat staleness of a turn, e.g. 3m
+	EnvCompactTokens = "MOLT_COMPACT_TOKENS" // transcript tokens that trigger compaction
 )
 
 // ConfigFromEnv reads the configuration from environment variables (environ is
@@ -68,11 +79,47 @@ func ConfigFromEnv(environ []string) Config {
 			c.Queues[strings.ToLower(kind)] = v
 		}
 	}
+	c.Chat, c.envErr = chatFromEnv(env)
 	return c
+}
+
+// chatFromEnv reads the turn runtime's tuning variables; unset means default.
+func chatFromEnv(env map[string]string) (chat.Config, error) {
+	var cc chat.Config
+	atoi := func(key string, dst *int) error {
+		if v := strings.TrimSpace(env[key]); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return molt.Invalid(key, "%s must be a positive integer", key)
+			}
+			*dst = n
+		}
+		return nil
+	}
+	if err := atoi(EnvTurnBudget, &cc.Budget); err != nil {
+		return cc, err
+	}
+	if err := atoi(EnvCompactTokens, &cc.CompactTokens); err != nil {
+		return cc, err
+	}
+	if v := strings.TrimSpace(env[EnvTurnTimeout]); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cc, molt.Invalid(EnvTurnTimeout, "%s must be a duration such as 3m", EnvTurnTimeout)
+		}
+		cc.Timeout = d
+	}
+	return cc, nil
 }
 
 // Validate returns EINVALID naming the bad setting.
 func (c Config) Validate() error {
+	if c.envErr != nil {
+		return c.envErr
+	}
+	if err := c.Chat.Validate(); err != nil {
+		return err
+	}
 	switch c.Backend {
 	case BackendLocal:
 		if c.DataDir == "" {

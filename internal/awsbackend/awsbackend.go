@@ -6,6 +6,7 @@ package awsbackend
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -14,6 +15,7 @@ import (
 	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dynamo"
+	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/s3blob"
 	"github.com/molt-dev/molt/internal/sqsqueue"
@@ -31,6 +33,9 @@ func NewApp(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App,
 		return nil, err
 	}
 	d.Clock, d.IDs = clock, ids
+	if d.Model, err = modelenv.FromEnv(ctx, os.Getenv, awsenv.Load); err != nil {
+		return nil, err
+	}
 	return app.New(cfg, d, logger), nil
 }
 

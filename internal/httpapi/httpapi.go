@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/store"
@@ -35,6 +36,9 @@ type Config struct {
 	// MaxBody limits JSON request bodies (default DefaultMaxBody). File bodies are
 	// limited by workspace.MaxFileSize.
 	MaxBody int64
+	// Chat is the agent runtime behind the session and message routes; nil leaves
+	// those routes out.
+	Chat *chat.Service
 }
 
 type server struct {
@@ -44,6 +48,7 @@ type server struct {
 	version string
 	sha     string
 	maxBody int64
+	chat    *chat.Service
 	mux     *http.ServeMux
 }
 
@@ -52,7 +57,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -92,6 +97,10 @@ func (s *server) routes() {
 
 	s.handle("GET /api/settings", s.getSettings)
 	s.handle("PUT /api/settings", s.putSettings)
+
+	if s.chat != nil {
+		s.sessionRoutes()
+	}
 }
 
 // authedFunc is a route handler behind authentication. A returned error is sent

@@ -3,14 +3,17 @@
 package localbackend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dirblob"
 	"github.com/molt-dev/molt/internal/memqueue"
+	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/sqlite"
 )
@@ -22,11 +25,16 @@ func NewApp(cfg app.Config, logger *slog.Logger) (*app.App, error) {
 	}
 	clock := molt.SystemClock{}
 	ids := &molt.SortableIDs{Clock: clock}
+	// The model first: a bad MOLT_MODEL fails before anything is opened.
+	m, err := modelenv.FromEnv(context.Background(), os.Getenv, awsenv.Load)
+	if err != nil {
+		return nil, err
+	}
 	d, err := Open(cfg, clock, ids)
 	if err != nil {
 		return nil, err
 	}
-	d.Clock, d.IDs = clock, ids
+	d.Clock, d.IDs, d.Model = clock, ids, m
 	return app.New(cfg, d, logger), nil
 }
 

@@ -23,6 +23,14 @@ type Policy struct {
 	// ResendAfter: a pending item untouched this long gets its wake-up re-sent
 	// (default one minute), covering a message that was lost or dead-lettered.
 	ResendAfter time.Duration
+	// Resume lists claimed statuses (among Claimed) whose stale items are not
+	// returned to pending but resumed in place: the tick re-sends their wake-up and
+	// the worker takes the claim over (Protocol.Takeover), keeping slot and lock —
+	// e.g. an apply in syncing, which must not let go of its workspace lock.
+	Resume []Status
+	// OnExpire, when set, returns extra ops committed with a stale item's terminal
+	// move (e.g. an auto apply's source run back to review, a system line).
+	OnExpire func(ctx context.Context, it Item) ([]Op, error)
 }
 
 // Maintainer runs the tick's bounded maintenance pass over every kind.
@@ -41,6 +49,7 @@ type Result struct {
 	Expired  int `json:"expired"`  // stale claims made terminal
 	Resent   int `json:"resent"`   // wake-ups re-sent for pending items
 	Raced    int `json:"raced"`    // items another writer moved first (harmless)
+	Resumed  int `json:"resumed"`  // stale checkpointed claims woken for takeover
 }
 
 // RunOnce runs one pass. Two passes may run at once: every move is a conditional
@@ -74,6 +83,31 @@ func (m *Maintainer) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// expire makes a stale item with its attempts spent terminal, with the policy's
+// extra ops.
+func (m *Maintainer) expire(ctx context.Context, pol Policy, it Item, staleBefore time.Time, to Status, res *Result) error {
+	var also []Op
+	if pol.OnExpire != nil {
+		ops, err := pol.OnExpire(ctx, it)
+		if err != nil {
+			return fmt.Errorf("on expire %s: %w", it.ID, err)
+		}
+		also = ops
+	}
+	_, err := m.Protocol.Expire(ctx, it, staleBefore, to, "timeout: heartbeat stale and attempts spent", also...)
+	switch {
+	case molt.ErrorCode(err) == molt.ECONFLICT:
+		res.Raced++
+		return nil
+	case err != nil:
+		return err
+	}
+	m.logger().InfoContext(ctx, "stale claim expired", slog.String("kind", string(it.Kind)),
+		slog.String("id", it.ID), slog.String("status", string(to)), slog.Int("attempts", it.Attempts))
+	res.Expired++
+	return nil
+}
+
 func (m *Maintainer) pass(ctx context.Context, pol Policy, res *Result) error {
 	now := m.Protocol.now()
 	claimed := pol.Claimed
@@ -92,6 +126,22 @@ func (m *Maintainer) pass(ctx context.Context, pol Policy, res *Result) error {
 		}
 		for _, it := range pg.Items {
 			if !it.Active || !it.HeartbeatAt.Before(staleBefore) {
+				continue
+			}
+			if it.Used() >= pol.MaxAttempts {
+				if err := m.expire(ctx, pol, it, staleBefore, expired, res); err != nil {
+					return err
+				}
+				continue
+			}
+			if hasStatus(pol.Resume, it.Status) {
+				// Resumed in place by the worker's takeover; only wake it.
+				if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+					m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
+				} else {
+					res.Resumed++
+					res.Resent++
+				}
 				continue
 			}
 			got, err := m.Protocol.Requeue(ctx, it, staleBefore, pol.MaxAttempts, expired)

@@ -212,8 +212,7 @@ func (p *Protocol) Requeue(ctx context.Context, seen Item, staleBefore time.Time
 		to, reason = expired, "timeout: heartbeat stale and attempts spent"
 	}
 	ops := []Op{UpdateItem{Kind: seen.Kind, ID: seen.ID,
-		If: Cond{Statuses: []Status{seen.Status}, Attempts: Ptr(seen.Attempts), Token: seen.Token,
-			Active: Ptr(true), StaleBefore: staleBefore},
+		If:  staleCond(seen, staleBefore),
 		Set: Set{Status: to, Active: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
 	ops = append(ops, releaseOps(seen)...)
 	if err := p.commit(ctx, seen.Kind, seen.ID, opID, ops); err != nil {
@@ -225,6 +224,66 @@ func (p *Protocol) Requeue(ctx context.Context, seen Item, staleBefore time.Time
 	it := seen
 	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
 	return it, nil
+}
+
+// Expire is the tick's terminal move of a stale claim whose retry budget is spent:
+// seen (as the tick read it, heartbeat before staleBefore) goes to status to with
+// reason, releasing slot and lock, together with also (e.g. the apply's source run
+// back to review) in one write. ECONFLICT/ReasonChanged when the item moved on.
+func (p *Protocol) Expire(ctx context.Context, seen Item, staleBefore time.Time, to Status, reason string, also ...Op) (Item, error) {
+	if !seen.Active || seen.Token == "" || !seen.HeartbeatAt.Before(staleBefore) {
+		return Item{}, molt.Conflict(ReasonChanged, "%s %s is not stale", seen.Kind, seen.ID)
+	}
+	now := p.now()
+	opID := p.IDs.NewID()
+	ops := []Op{UpdateItem{Kind: seen.Kind, ID: seen.ID, If: staleCond(seen, staleBefore),
+		Set: Set{Status: to, Active: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
+	ops = append(ops, releaseOps(seen)...)
+	base := len(ops)
+	ops = append(ops, also...)
+	if err := p.commit(ctx, seen.Kind, seen.ID, opID, ops); err != nil {
+		if idx, ok := failedIndex(err); ok {
+			if idx >= base {
+				return Item{}, alsoFailed(idx - base)
+			}
+			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", seen.Kind, seen.ID)
+		}
+		return Item{}, fmt.Errorf("expire %s %s: %w", seen.Kind, seen.ID, err)
+	}
+	it := seen
+	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
+	return it, nil
+}
+
+// Takeover claims a stale claimed item in place: seen (as the caller read it, its
+// heartbeat before staleBefore) keeps its status, slot and lock, and gets
+// attempts+1, a new token and a fresh heartbeat. It is how a checkpointed item
+// (an apply in syncing) is resumed after its worker died, without ever letting
+// go of its lock. The old claimer's writes fail from then on. ECONFLICT/
+// ReasonChanged when the item is not stale as seen.
+func (p *Protocol) Takeover(ctx context.Context, seen Item, staleBefore time.Time) (Claim, Item, error) {
+	if !seen.Active || seen.Token == "" || !seen.HeartbeatAt.Before(staleBefore) {
+		return Claim{}, Item{}, molt.Conflict(ReasonChanged, "%s %s is not stale", seen.Kind, seen.ID)
+	}
+	now := p.now()
+	c := Claim{Kind: seen.Kind, ID: seen.ID, Attempts: seen.Attempts + 1, Token: p.IDs.NewID(), LockKey: seen.LockKey}
+	opID := p.IDs.NewID()
+	op := UpdateItem{Kind: seen.Kind, ID: seen.ID, If: staleCond(seen, staleBefore),
+		Set: Set{Attempts: Ptr(c.Attempts), Token: Ptr(c.Token), HeartbeatAt: Ptr(now), UpdatedAt: now, OpID: opID}}
+	if err := p.commit(ctx, seen.Kind, seen.ID, opID, []Op{op}); err != nil {
+		if _, ok := failedIndex(err); ok {
+			return Claim{}, Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", seen.Kind, seen.ID)
+		}
+		return Claim{}, Item{}, fmt.Errorf("take over %s %s: %w", seen.Kind, seen.ID, err)
+	}
+	it := seen
+	it.Attempts, it.Token, it.HeartbeatAt, it.UpdatedAt, it.OpID = c.Attempts, c.Token, now, now, opID
+	return c, it, nil
+}
+
+func staleCond(seen Item, staleBefore time.Time) Cond {
+	return Cond{Statuses: []Status{seen.Status}, Attempts: Ptr(seen.Attempts), Token: seen.Token,
+		Active: Ptr(true), StaleBefore: staleBefore}
 }
 
 // Change is an unclaimed move of an item (a reviewer's approve or reject, a retry).

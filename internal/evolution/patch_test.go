@@ -207,3 +207,12 @@ func TestParseScoreErrors(t *testing.T) {
 		})
 	}
 }
+
+func asMolt(t *testing.T, err error) *molt.Error {
+	t.Helper()
+	var e *molt.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v is not a *molt.Error", err)
+	}
+	return e
+}

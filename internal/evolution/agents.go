@@ -1,0 +1,63 @@
+package evolution
+
+import (
+	"embed"
+	"strings"
+)
+
+// Ids of the built-in internal agents.
+const (
+	AgentEvo   = "__evo_agent__"   // drafts a patch from a session
+	AgentScore = "__score__"       // scores a dry-run of a patch
+	AgentApply = "__apply_agent__" // merges overlapping patches
+)
+
+//go:embed agents/__evo_agent__/AGENT.md agents/__score__/AGENT.md agents/__apply_agent__/AGENT.md
+var builtinFS embed.FS
+
+// BuiltinAgents lists the ids of the built-in internal agents.
+func BuiltinAgents() []string { return []string{AgentEvo, AgentScore, AgentApply} }
+
+// BuiltinAgent returns the AGENT.md shipped in the binary for an internal agent,
+// and false for any other id. Its first line is Marker(id).
+func BuiltinAgent(id string) (string, bool) {
+	switch id {
+	case AgentEvo, AgentScore, AgentApply:
+	default:
+		return "", false
+	}
+	b, err := builtinFS.ReadFile("agents/" + id + "/AGENT.md")
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// markerPrefix starts the marker line of a built-in agent's AGENT.md.
+const markerPrefix = "<!-- molt:internal-agent "
+
+// Marker is the first line of the built-in agent id's AGENT.md, and so of the
+// system prompt of every request this package builds for it:
+// "<!-- molt:internal-agent <id> -->".
+func Marker(id string) string { return markerPrefix + id + " -->" }
+
+// AgentFromSystem returns the internal agent whose marker is the first line of a
+// system prompt, and false when there is none.
+func AgentFromSystem(system string) (string, bool) {
+	first, _, _ := strings.Cut(system, "\n")
+	first = strings.TrimSpace(first)
+	rest, ok := strings.CutPrefix(first, markerPrefix)
+	if !ok {
+		return "", false
+	}
+	id, ok := strings.CutSuffix(rest, " -->")
+	if !ok {
+		return "", false
+	}
+	for _, known := range BuiltinAgents() {
+		if id == known {
+			return id, true
+		}
+	}
+	return "", false
+}

@@ -46,7 +46,8 @@
 // Commit maps each work.Op to one conditional write: CreateItem is a Put with
 // attribute_not_exists(pk); UpdateItem is an Update with attribute_exists(pk) and
 // one clause per non-zero field of Cond (status IN, attempts =, token =, active =,
-// heartbeat_at < StaleBefore), setting gsi2pk with the status; AdjustSlots is ADD n
+// heartbeat_at < StaleBefore), setting gsi2pk with the status; DeleteItem is a
+// Delete with the same conditions; AdjustSlots is ADD n
 // with n <= Max-Delta (or absent) when Delta > 0 and Max > 0, n >= -Delta when
 // Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;
 // ReleaseLock is a Delete with holder = :h. One op is sent as a single

@@ -312,6 +312,19 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 		}
 		return types.TransactWriteItem{Update: up}, workPK(op.Kind, op.ID), nil
 
+	case work.DeleteItem:
+		if err := work.ValidateKey(op.Kind, op.ID); err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		e := &exprs{}
+		cond, err := itemCond(e, op.If)
+		if err != nil {
+			return types.TransactWriteItem{}, "", err
+		}
+		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: workKey(op.Kind, op.ID),
+			ConditionExpression: aws.String(strings.Join(cond, " AND ")), ExpressionAttributeNames: e.names,
+			ExpressionAttributeValues: e.values}}, workPK(op.Kind, op.ID), nil
+
 	case work.AdjustSlots:
 		if err := work.ValidateKey(op.Kind, "slots"); err != nil {
 			return types.TransactWriteItem{}, "", err
@@ -398,34 +411,10 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 			return nil, err
 		}
 	}
-	for _, st := range op.If.Statuses {
-		if err := validateStatus(st); err != nil {
-			return nil, err
-		}
-	}
-
 	e := &exprs{}
-	cond := []string{"attribute_exists(" + e.name(attrPK) + ")"}
-	if c := op.If; len(c.Statuses) > 0 {
-		vs := make([]string, len(c.Statuses))
-		for i, st := range c.Statuses {
-			vs[i] = e.value(str(string(st)))
-		}
-		cond = append(cond, e.name(attrStatus)+" IN ("+strings.Join(vs, ", ")+")")
-	}
-	if c := op.If; c.Attempts != nil {
-		cond = append(cond, e.name(attrAttempts)+" = "+e.value(num(int64(*c.Attempts))))
-	}
-	if c := op.If; c.Token != "" {
-		cond = append(cond, e.name(attrToken)+" = "+e.value(str(c.Token)))
-	}
-	if c := op.If; c.Active != nil {
-		cond = append(cond, e.name(attrActive)+" = "+e.value(boolean(*c.Active)))
-	}
-	if c := op.If; !c.StaleBefore.IsZero() {
-		// A missing heartbeat is the zero time: before everything.
-		hb := e.name(attrHeartbeat)
-		cond = append(cond, "(attribute_not_exists("+hb+") OR "+hb+" < "+e.value(tnum(c.StaleBefore))+")")
+	cond, err := itemCond(e, op.If)
+	if err != nil {
+		return nil, err
 	}
 
 	u := &update{e: e}
@@ -462,6 +451,46 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 		ConditionExpression:       aws.String(strings.Join(cond, " AND ")),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.values}, nil
+}
+
+// itemCond is the condition of a conditional write of a work item: it exists and
+// every non-zero field of c holds.
+func itemCond(e *exprs, c work.Cond) ([]string, error) {
+	switch {
+	case len(c.Statuses) > 50:
+		return nil, molt.Invalid("status", "too many statuses in a condition")
+	case len(c.Token) > 200:
+		return nil, molt.Invalid("token", "token too long")
+	}
+	for _, st := range c.Statuses {
+		if err := validateStatus(st); err != nil {
+			return nil, err
+		}
+	}
+	cond := []string{"attribute_exists(" + e.name(attrPK) + ")"}
+	if len(c.Statuses) > 0 {
+		vs := make([]string, len(c.Statuses))
+		for i, st := range c.Statuses {
+			vs[i] = e.value(str(string(st)))
+		}
+		cond = append(cond, e.name(attrStatus)+" IN ("+strings.Join(vs, ", ")+")")
+	}
+	if c.Attempts != nil {
+		cond = append(cond, e.name(attrAttempts)+" = "+e.value(num(int64(*c.Attempts))))
+	}
+	if c.Token != "" {
+		cond = append(cond, e.name(attrToken)+" = "+e.value(str(c.Token)))
+	}
+	if c.Active != nil {
+		cond = append(cond, e.name(attrActive)+" = "+e.value(boolean(*c.Active)))
+	}
+	if !c.StaleBefore.IsZero() {
+		// A missing heartbeat is the zero time: before everything.
+		hb := e.name(attrHeartbeat)
+		cond = append(cond, "(attribute_not_exists("+hb+") OR "+hb+" < "+e.value(tnum(c.StaleBefore))+")")
+	}
+
+	return cond, nil
 }
 
 // GetItem reads kind/id with a strongly consistent read; ENOTFOUND when absent.

@@ -67,6 +67,8 @@ func validateOps(ops []work.Op) error {
 			if err == nil && op.Set.Reason != nil && len(*op.Set.Reason) > 2000 {
 				err = molt.Invalid("reason", "reason over 2000 characters")
 			}
+		case work.DeleteItem:
+			err = work.ValidateKey(op.Kind, op.ID)
 		case work.AdjustSlots:
 			err = validateKind(op.Kind)
 		case work.AcquireLock:
@@ -119,6 +121,9 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 	case work.UpdateItem:
 		query, args := updateSQL(op, s)
 		res, err = q.ExecContext(ctx, query, args...)
+	case work.DeleteItem:
+		where, args := condSQL(op.Kind, op.ID, op.If)
+		res, err = q.ExecContext(ctx, "DELETE FROM items WHERE "+strings.Join(where, " AND "), args...)
 	case work.AdjustSlots:
 		if _, err = q.ExecContext(ctx, `INSERT INTO slots (kind, active) VALUES (?, 0) ON CONFLICT (kind) DO NOTHING`, string(op.Kind)); err != nil {
 			return false, err
@@ -195,9 +200,16 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 		add("data", set.Data)
 	}
 
+	where, wargs := condSQL(op.Kind, op.ID, op.If)
+	args = append(args, wargs...)
+	return "UPDATE items SET " + strings.Join(cols, ", ") + " WHERE " + strings.Join(where, " AND "), args
+}
+
+// condSQL is the WHERE clause of a conditional write of kind/id: the item exists
+// and every non-zero field of c holds.
+func condSQL(kind work.Kind, id string, c work.Cond) ([]string, []any) {
 	where := []string{"kind = ?", "id = ?"}
-	args = append(args, string(op.Kind), op.ID)
-	c := op.If
+	args := []any{string(kind), id}
 	if len(c.Statuses) > 0 {
 		where = append(where, "status IN (?"+strings.Repeat(", ?", len(c.Statuses)-1)+")")
 		for _, st := range c.Statuses {
@@ -222,7 +234,7 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 		where = append(where, "heartbeat_at < ?")
 		args = append(args, ts(c.StaleBefore))
 	}
-	return "UPDATE items SET " + strings.Join(cols, ", ") + " WHERE " + strings.Join(where, " AND "), args
+	return where, args
 }
 
 const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,

@@ -1,0 +1,70 @@
+package work
+
+import (
+	"context"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// DeleteItem removes an item when If holds; like UpdateItem's, its condition
+// includes that the item exists. It touches no slot counter and no lock, so only
+// delete items that are not claimed (If.Active = false).
+type DeleteItem struct {
+	Kind Kind
+	ID   string
+	If   Cond
+}
+
+// WorkOp marks DeleteItem as an op of Backend.Commit.
+func (DeleteItem) WorkOp() {}
+
+// Delete removes kind/id together with also, atomically: the item must be in one
+// of from, at attempts, and not claimed. It returns ENOTFOUND when the item is
+// absent, ECONFLICT/ReasonChanged when it is not as described (nothing written),
+// ECONFLICT/ReasonAlsoFailed when an extra op's condition failed, and
+// EUNAVAILABLE when the store could not be reached and the item is known to
+// still exist. A write whose outcome was unknown is settled by reading the item
+// back: gone means deleted.
+func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Status, attempts int, also ...Op) error {
+	if err := ValidateKey(kind, id); err != nil {
+		return err
+	}
+	if len(from) == 0 {
+		return molt.Invalid("status", "delete needs the statuses it may delete from")
+	}
+	ops := append([]Op{DeleteItem{Kind: kind, ID: id,
+		If: Cond{Statuses: from, Attempts: Ptr(attempts), Active: Ptr(false)}}}, also...)
+	var last error
+	for try := 0; try < p.tries(); try++ {
+		err := p.Backend.Commit(ctx, ops...)
+		if err == nil {
+			return nil
+		}
+		if idx, ok := failedIndex(err); ok {
+			if try > 0 && p.gone(ctx, kind, id) {
+				return nil // an earlier try landed and its response was lost
+			}
+			if idx >= 1 {
+				return alsoFailed(idx - 1)
+			}
+			if _, gerr := p.Backend.GetItem(ctx, kind, id); molt.ErrorCode(gerr) == molt.ENOTFOUND {
+				return molt.NotFound("%s %s not found", kind, id)
+			}
+			return molt.Conflict(ReasonChanged, "%s %s changed since it was read", kind, id)
+		}
+		last = err
+		if p.gone(context.WithoutCancel(ctx), kind, id) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return molt.Unavailable(last, "delete %s %s", kind, id)
+}
+
+// gone reports whether kind/id is known to be absent.
+func (p *Protocol) gone(ctx context.Context, kind Kind, id string) bool {
+	_, err := p.Backend.GetItem(ctx, kind, id)
+	return molt.ErrorCode(err) == molt.ENOTFOUND
+}

@@ -35,5 +35,7 @@
 // the model (SummaryRequest, whose system prompt starts with model.SummarizeMarker)
 // and keeps a tail of at least Config.KeepTail messages (CutPoint). The summary
 // (session.SetSummary) is committed in the turn's final write, and the turn's data
-// records compacted: true, once per compacting turn.
+// records compacted: true, once per compacting turn. A hook registered with
+// HandleCompacted adds its ops and one system line to that same write for root
+// sessions (the evolution pre-compact trigger: one run per compacting turn).
 package chat

@@ -53,8 +53,9 @@ type Service struct {
 	log   *slog.Logger
 	cfg   Config
 
-	mu       sync.RWMutex
-	commands map[string]Command
+	mu          sync.RWMutex
+	commands    map[string]Command
+	onCompacted CompactedHook
 }
 
 var _ queue.Handler = (*Service)(nil)

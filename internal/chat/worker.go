@@ -394,9 +394,16 @@ func (s *Service) finish(ctx context.Context, c work.Claim, it work.Item, d Turn
 	raced := false
 	for try := 0; try < maxSeqRaces; try++ {
 		ops, nd := s.finalOps(it.ID, d, sess, out)
+		var after func(context.Context)
+		if out.compacted && status == StatusDone {
+			ops, after = s.compactedEffect(ctx, it, sess, ops)
+		}
 		_, err := s.proto.Transition(ctx, c, work.Transition{To: status, Data: nd.encode(), Reason: &reason}, ops...)
 		switch {
 		case err == nil:
+			if after != nil {
+				after(ctx)
+			}
 			s.log.InfoContext(ctx, "turn "+string(status), slog.String("reason", reason), slog.Int("attempt", c.Attempts),
 				slog.Int("steps", nd.Steps), slog.Bool("compacted", nd.Compacted), slog.Int("reply_seq", nd.ReplySeq),
 				slog.Int("input_tokens", nd.InputTokens), slog.Int("output_tokens", nd.OutputTokens),

@@ -107,3 +107,63 @@ func SplitOverlaps(patches []Patch) (clean map[string]string, overlapping []stri
 	sort.Strings(overlapping)
 	return clean, overlapping
 }
+
+// UnionMerge merges several new versions of one file, each written against base,
+// line by line and deterministically: a base line is kept unless some version
+// deletes it; the lines each version inserts at a place of base are inserted
+// there, in version order, skipping lines an earlier version already inserted at
+// that place (counted with multiplicity). Two versions that each add rules to the
+// same list therefore keep both rules, once each. It is what the offline model's
+// __apply_agent__ answers; a real merge of contradicting edits needs the agent.
+func UnionMerge(base string, versions []string) string {
+	a := splitLines(base)
+	inserts := make([][]string, len(a)+1)
+	deleted := make([]bool, len(a))
+	for _, v := range versions {
+		mine := make([][]string, len(a)+1)
+		lines := splitLines(v)
+		for _, op := range diffLines(a, lines) {
+			switch op.kind {
+			case '-':
+				deleted[op.a] = true
+			case '+':
+				mine[op.a] = append(mine[op.a], lines[op.b])
+			}
+		}
+		for at, lines := range mine {
+			have := map[string]int{}
+			for _, l := range inserts[at] {
+				have[l]++
+			}
+			for _, l := range lines {
+				if have[l] > 0 {
+					have[l]--
+					continue
+				}
+				inserts[at] = append(inserts[at], l)
+			}
+		}
+	}
+	var b strings.Builder
+	for i := range a {
+		for _, l := range inserts[i] {
+			writeMergedLine(&b, l)
+		}
+		if !deleted[i] {
+			writeMergedLine(&b, a[i])
+		}
+	}
+	for _, l := range inserts[len(a)] {
+		writeMergedLine(&b, l)
+	}
+	return b.String()
+}
+
+// writeMergedLine writes l, first ending a previous line that lacked its newline
+// (a version's last line may have none while another version adds after it).
+func writeMergedLine(b *strings.Builder, l string) {
+	if s := b.String(); s != "" && !strings.HasSuffix(s, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString(l)
+}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/molt-dev/molt/internal/evolution/offlineevo"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/model/bedrock"
-	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/model/openai"
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -26,7 +26,8 @@ const (
 
 // FromEnv returns the model MOLT_MODEL names:
 //
-//   - "" or "offline": the offline development provider;
+//   - "" or "offline": the offline development provider, with the deterministic
+//     answers of the evolution agents (package evolution/offlineevo);
 //   - "openai:<model>": an OpenAI-compatible endpoint at OPENAI_BASE_URL (default
 //     https://api.openai.com/v1) with OPENAI_API_KEY, which may be empty only for
 //     another base URL (local servers often need none);
@@ -41,7 +42,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg func(contex
 	id = strings.TrimSpace(id)
 	switch {
 	case spec == "" || spec == "offline":
-		return offline.New(), nil
+		return offlineevo.New(), nil
 	case provider == "openai" && id != "":
 		base := strings.TrimSpace(getenv(EnvOpenAIBaseURL))
 		key := strings.TrimSpace(getenv(EnvOpenAIKey))

@@ -6,8 +6,11 @@
 // the same Response. Generate looks at the request in this order and the first rule
 // that applies answers:
 //
-//  1. Handlers passed to New, in order (later issues add drafting and scoring
-//     here). A handler that returns ok=false passes the request on.
+//  1. Handlers passed to New, in order. A handler that returns ok=false passes
+//     the request on. Package evolution/offlineevo provides the handlers that
+//     answer the built-in evolution agents (draft, score, merge), recognised by
+//     the marker line that starts their system prompt; modelenv installs them.
+//     Their rules are documented there (and in its README.md).
 //
 //  2. Summarisation. When the system prompt starts with model.SummarizeMarker
 //     ("molt:summarize"), the reply is

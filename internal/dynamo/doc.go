@@ -7,8 +7,8 @@
 // The schema is fixed (CreateTable and template.yaml declare the same): billing
 // PAY_PER_REQUEST; key pk (S, HASH) + sk (S, RANGE); GSI gsi1 on (gsi1pk, gsi1sk)
 // and GSI gsi2 on (gsi2pk, gsi2sk), both strings with projection ALL; TTL on
-// expires_at (epoch seconds; reserved for retention, the adapter sets it nowhere
-// yet); point-in-time recovery in the template.
+// expires_at (epoch seconds: work.Item.ExpiresAt, set by retention through
+// work.Set.ExpiresAt); point-in-time recovery in the template.
 //
 // # Items
 //
@@ -29,7 +29,8 @@
 // partition with sk BETWEEN MSG#<after+1> AND MSG#9999999999.
 // Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
 // attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
-// updated_at, op_id; a slot or file counter keeps n (ADD); a lock keeps holder; a
+// updated_at, op_id, expires_at (N, epoch seconds); a slot or file counter keeps n
+// (ADD); a lock keeps holder; a
 // workspace keeps name, description, created_at, updated_at; a file keeps ws, path,
 // content (B), sha256, size, updated_at; a token keeps id, level, ws, name,
 // created_at; settings keep doc (the JSON document) and updated_at; a session
@@ -46,7 +47,7 @@
 // Commit maps each work.Op to one conditional write: CreateItem is a Put with
 // attribute_not_exists(pk); UpdateItem is an Update with attribute_exists(pk) and
 // one clause per non-zero field of Cond (status IN, attempts =, token =, active =,
-// heartbeat_at < StaleBefore), setting gsi2pk with the status; DeleteItem is a
+// heartbeat_at < StaleBefore, op_id =), setting gsi2pk with the status; DeleteItem is a
 // Delete with the same conditions; AdjustSlots is ADD n
 // with n <= Max-Delta (or absent) when Delta > 0 and Max > 0, n >= -Delta when
 // Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -33,6 +34,7 @@ const (
 	attrCreatedAt    = "created_at"
 	attrUpdatedAt    = "updated_at"
 	attrOpID         = "op_id"
+	attrExpiresAt    = TTLAttribute // epoch seconds
 	attrCount        = "n"
 	attrHolder       = "holder"
 )
@@ -106,6 +108,9 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	if len(it.Data) > 0 {
 		m[attrData] = &types.AttributeValueMemberB{Value: it.Data}
 	}
+	if !it.ExpiresAt.IsZero() {
+		m[attrExpiresAt] = num(it.ExpiresAt.Unix())
+	}
 	return m
 }
 
@@ -126,7 +131,16 @@ func decodeItem(m map[string]types.AttributeValue) work.Item {
 		CreatedAt:    getTime(m, attrCreatedAt),
 		UpdatedAt:    getTime(m, attrUpdatedAt),
 		OpID:         getS(m, attrOpID),
+		ExpiresAt:    getSeconds(m, attrExpiresAt),
 	}
+}
+
+// getSeconds reads an epoch-seconds attribute (the TTL attribute); absent is zero.
+func getSeconds(m map[string]types.AttributeValue, k string) time.Time {
+	if _, ok := m[k]; !ok {
+		return time.Time{}
+	}
+	return time.Unix(getN(m, k), 0).UTC()
 }
 
 // Commit applies ops atomically: one conditional PutItem/UpdateItem/DeleteItem for
@@ -443,6 +457,13 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 	if len(set.Data) > 0 {
 		u.setVal(attrData, &types.AttributeValueMemberB{Value: set.Data})
 	}
+	if set.ExpiresAt != nil {
+		if set.ExpiresAt.IsZero() {
+			u.remove = append(u.remove, e.name(attrExpiresAt))
+		} else {
+			u.setVal(attrExpiresAt, num(set.ExpiresAt.Unix()))
+		}
+	}
 	u.setTime(attrUpdatedAt, set.UpdatedAt)
 	u.setStr(attrOpID, set.OpID)
 
@@ -459,7 +480,7 @@ func itemCond(e *exprs, c work.Cond) ([]string, error) {
 	switch {
 	case len(c.Statuses) > 50:
 		return nil, molt.Invalid("status", "too many statuses in a condition")
-	case len(c.Token) > 200:
+	case len(c.Token) > 200, len(c.OpID) > 200:
 		return nil, molt.Invalid("token", "token too long")
 	}
 	for _, st := range c.Statuses {
@@ -488,6 +509,9 @@ func itemCond(e *exprs, c work.Cond) ([]string, error) {
 		// A missing heartbeat is the zero time: before everything.
 		hb := e.name(attrHeartbeat)
 		cond = append(cond, "(attribute_not_exists("+hb+") OR "+hb+" < "+e.value(tnum(c.StaleBefore))+")")
+	}
+	if c.OpID != "" {
+		cond = append(cond, e.name(attrOpID)+" = "+e.value(str(c.OpID)))
 	}
 
 	return cond, nil

@@ -113,6 +113,10 @@ CREATE TABLE messages (
 	PRIMARY KEY (session_id, seq)
 );
 `,
+	// 3: retention's expiry of work items (DynamoDB's TTL attribute elsewhere).
+	`
+ALTER TABLE items ADD COLUMN expires_at TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

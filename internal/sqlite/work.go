@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
@@ -113,11 +114,11 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 	case work.CreateItem:
 		it := op.Item
 		res, err = q.ExecContext(ctx, `INSERT INTO items (kind, id, workspace, lock_key, status, active,
-			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
+			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
 			string(it.Kind), it.ID, it.Workspace, it.LockKey, string(it.Status), it.Active,
 			it.Attempts, it.AttemptsBase, it.Token, ts(it.HeartbeatAt), it.Reason, it.Data,
-			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID)
+			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)))
 	case work.UpdateItem:
 		query, args := updateSQL(op, s)
 		res, err = q.ExecContext(ctx, query, args...)
@@ -199,6 +200,9 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 	if len(set.Data) > 0 {
 		add("data", set.Data)
 	}
+	if set.ExpiresAt != nil {
+		add("expires_at", ts(expiry(*set.ExpiresAt)))
+	}
 
 	where, wargs := condSQL(op.Kind, op.ID, op.If)
 	args = append(args, wargs...)
@@ -234,11 +238,18 @@ func condSQL(kind work.Kind, id string, c work.Cond) ([]string, []any) {
 		where = append(where, "heartbeat_at < ?")
 		args = append(args, ts(c.StaleBefore))
 	}
+	if c.OpID != "" {
+		where = append(where, "op_id = ?")
+		args = append(args, c.OpID)
+	}
 	return where, args
 }
 
 const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,
-	token, heartbeat_at, reason, data, created_at, updated_at, op_id`
+	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at`
+
+// expiry is an item's expiry as stored: whole seconds, like DynamoDB's TTL.
+func expiry(t time.Time) time.Time { return t.Truncate(time.Second) }
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -247,10 +258,11 @@ func scanItem(r scanner) (work.Item, error) {
 		it                        work.Item
 		kind, status              string
 		heartbeat, created, updat string
+		expires                   string
 		data                      []byte
 	)
 	if err := r.Scan(&kind, &it.ID, &it.Workspace, &it.LockKey, &status, &it.Active, &it.Attempts,
-		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID); err != nil {
+		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID, &expires); err != nil {
 		return work.Item{}, err
 	}
 	it.Kind, it.Status = work.Kind(kind), work.Status(status)
@@ -265,6 +277,9 @@ func scanItem(r scanner) (work.Item, error) {
 		return work.Item{}, err
 	}
 	if it.UpdatedAt, err = parseTS(updat); err != nil {
+		return work.Item{}, err
+	}
+	if it.ExpiresAt, err = parseTS(expires); err != nil {
 		return work.Item{}, err
 	}
 	return it, nil

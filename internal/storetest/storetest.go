@@ -65,6 +65,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ExpireAlso", func(t *testing.T) { t.Parallel(); testExpireAlso(t, open) })
 	t.Run("MaintainerResume", func(t *testing.T) { t.Parallel(); testMaintainerResume(t, open) })
 	t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, open) })
+	t.Run("OpIDAndExpiry", func(t *testing.T) { t.Parallel(); testOpIDAndExpiry(t, open) })
 	t.Run("Pagination", func(t *testing.T) { t.Parallel(); testPagination(t, open) })
 	t.Run("Workspaces", func(t *testing.T) { t.Parallel(); testWorkspaces(t, open) })
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })

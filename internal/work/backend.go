@@ -68,6 +68,10 @@ type Cond struct {
 	Token       string    // claim token equals (and is not empty)
 	Active      *bool     // active equals
 	StaleBefore time.Time // heartbeat is strictly before
+	// OpID: the item's last write had this op id, i.e. it is unchanged since the
+	// caller read it (a compare-and-swap for writers outside a claim, such as a
+	// tick stamping a field of a terminal item's Data).
+	OpID string
 }
 
 // Set is what an UpdateItem writes. Nil or empty fields are left unchanged, except
@@ -81,8 +85,11 @@ type Set struct {
 	HeartbeatAt  *time.Time
 	Reason       *string
 	Data         []byte
-	UpdatedAt    time.Time
-	OpID         string
+	// ExpiresAt, when not nil, sets the item's expiry (retention: DynamoDB's TTL
+	// attribute deletes the item some time after it); a zero time clears it.
+	ExpiresAt *time.Time
+	UpdatedAt time.Time
+	OpID      string
 }
 
 // AdjustSlots adds Delta to the kind's slot counter. When Delta > 0 and Max > 0 its

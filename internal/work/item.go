@@ -61,6 +61,9 @@ type Item struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	OpID      string // id of the last write, for read-back after a lost response
+	// ExpiresAt is when retention may delete the item (zero: never). Stores keep it
+	// to the second; on DynamoDB it is the table's TTL attribute.
+	ExpiresAt time.Time
 }
 
 // Used is the part of the retry budget used since the last retry.

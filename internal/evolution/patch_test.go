@@ -216,3 +216,14 @@ func asMolt(t *testing.T, err error) *molt.Error {
 	}
 	return e
 }
+
+func TestPatchSandboxAndPaths(t *testing.T) {
+	t.Parallel()
+	p := evolution.Patch{Files: []evolution.PatchFile{{Path: "INDEX.md", Content: "i"}, {Path: "USER.md", Content: "u"}}, Deletes: []string{"prompts/all/x.md"}}
+	if got := p.Paths(); !reflect.DeepEqual(got, []string{"INDEX.md", "USER.md", "prompts/all/x.md"}) {
+		t.Errorf("Paths = %v", got)
+	}
+	if got := p.Sandbox(); len(got) != 2 || string(got["INDEX.md"]) != "i" || string(got["USER.md"]) != "u" {
+		t.Errorf("Sandbox = %q", got)
+	}
+}

@@ -31,6 +31,11 @@ type Policy struct {
 	// OnExpire, when set, returns extra ops committed with a stale item's terminal
 	// move (e.g. an auto apply's source run back to review, a system line).
 	OnExpire func(ctx context.Context, it Item) ([]Op, error)
+	// Expiry, when set, chooses a stale item's terminal status and reason instead
+	// of Expired and the generic timeout reason (e.g. an apply whose publish kept
+	// failing ends failed with its last failure reason, not timeout). An empty
+	// status or reason keeps the default.
+	Expiry func(it Item) (Status, string)
 }
 
 // Maintainer runs the tick's bounded maintenance pass over every kind.
@@ -94,7 +99,17 @@ func (m *Maintainer) expire(ctx context.Context, pol Policy, it Item, staleBefor
 		}
 		also = ops
 	}
-	_, err := m.Protocol.Expire(ctx, it, staleBefore, to, "timeout: heartbeat stale and attempts spent", also...)
+	reason := "timeout: heartbeat stale and attempts spent"
+	if pol.Expiry != nil {
+		st, r := pol.Expiry(it)
+		if st != "" {
+			to = st
+		}
+		if r != "" {
+			reason = r
+		}
+	}
+	_, err := m.Protocol.Expire(ctx, it, staleBefore, to, reason, also...)
 	switch {
 	case molt.ErrorCode(err) == molt.ECONFLICT:
 		res.Raced++

@@ -17,6 +17,7 @@ import (
 	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
@@ -36,6 +37,9 @@ type App struct {
 	Model    model.Model
 	// Chat is the agent runtime: sessions, posting, the turn worker.
 	Chat *chat.Service
+	// Runs is the evolution run pipeline: /evo and pre-compact enqueue, the run
+	// worker, the admin operations.
+	Runs *runs.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -95,6 +99,9 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	}
 	a.Chat = chat.New(chat.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Chat)
+	a.Runs = runs.New(runs.Deps{Store: a.Store, Protocol: a.Protocol, Blobs: a.Blobs, Queue: a.Queue, Model: a.Model,
+		Clock: clock, IDs: ids, Logger: logger}, cfg.Runs)
+	a.Runs.Register(a.Chat)
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -116,7 +123,7 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with
@@ -155,5 +162,8 @@ var registry = []struct {
 	{kind: work.KindTurn, build: func(a *App) Worker {
 		return Worker{Kind: work.KindTurn, Handler: a.Chat,
 			Policy: func(settings.Settings) work.Policy { return a.Chat.Policy() }}
+	}},
+	{kind: work.KindRun, build: func(a *App) Worker {
+		return Worker{Kind: work.KindRun, Handler: a.Runs, Policy: runs.Policy}
 	}},
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/runs"
 )
 
 // Backends.
@@ -26,6 +27,8 @@ type Config struct {
 	Queues  map[string]string // aws: work kind → SQS queue URL
 	// Chat tunes the turn runtime (zero fields: defaults); see chat.Config.
 	Chat chat.Config
+	// Runs tunes the evolution run worker (zero fields: defaults); see runs.Config.
+	Runs runs.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }

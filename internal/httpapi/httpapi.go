@@ -21,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
+	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/store"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	// Chat is the agent runtime behind the session and message routes; nil leaves
 	// those routes out.
 	Chat *chat.Service
+	// Runs is the evolution run pipeline behind /api/evolution/runs; nil leaves
+	// those routes out.
+	Runs *runs.Service
 }
 
 type server struct {
@@ -49,6 +53,7 @@ type server struct {
 	sha     string
 	maxBody int64
 	chat    *chat.Service
+	runs    *runs.Service
 	mux     *http.ServeMux
 }
 
@@ -57,7 +62,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -100,6 +105,9 @@ func (s *server) routes() {
 
 	if s.chat != nil {
 		s.sessionRoutes()
+	}
+	if s.runs != nil {
+		s.runRoutes()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/work"
 )
 
 // sessionRoutes registers the chat routes (DESIGN.md §7). Every rule of access
@@ -208,6 +209,12 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request, c auth.Call
 	it, err := s.chat.Post(r.Context(), c, id, *in.Text)
 	if err != nil {
 		return err
+	}
+	if it.Kind == work.KindRun {
+		// /evo queued an evolution run, not a turn.
+		w.Header().Set("Location", "/api/evolution/runs/"+it.ID)
+		writeJSON(w, http.StatusAccepted, map[string]any{"run": map[string]string{"id": it.ID, "status": string(it.Status)}})
+		return nil
 	}
 	w.Header().Set("Location", "/api/turns/"+it.ID)
 	writeJSON(w, http.StatusAccepted, map[string]any{"turn": map[string]string{"id": it.ID, "status": string(it.Status)}})

@@ -1,0 +1,34 @@
+// Command run-worker is the Lambda function behind the runs queue: each SQS
+// wake-up names an evolution run, which it claims and runs (draft, dry-run,
+// score, the auto-apply gates; internal/runs), reporting partial batch failures.
+// One attempt fits in one invocation: see internal/runs (Lambda time limit).
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/awsbackend"
+	"github.com/molt-dev/molt/internal/obs"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+func main() {
+	logger := obs.NewLogger(os.Stdout)
+	slog.SetDefault(logger)
+	a, err := awsbackend.NewApp(context.Background(), app.ConfigFromEnv(os.Environ()), logger)
+	if err != nil {
+		logger.Error("start", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+	h, err := a.WorkerLambda(work.KindRun)
+	if err != nil {
+		logger.Error("start", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}

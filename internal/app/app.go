@@ -11,10 +11,10 @@ import (
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
+	"github.com/molt-dev/molt/internal/evolution/offlineevo"
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/memqueue"
 	"github.com/molt-dev/molt/internal/model"
-	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
@@ -69,7 +69,8 @@ type Deps struct {
 	Close func() error     // releases what the backend opened; may be nil
 	Clock molt.Clock       // nil: the system clock
 	IDs   molt.IDs         // nil: sortable ids on Clock
-	// Model answers chat turns; nil: the offline development model. Both backends
+	// Model answers chat turns and evolution agents; nil: the offline development
+	// model with its evolution answers (offlineevo). Both backends
 	// build it from MOLT_MODEL (internal/model/modelenv).
 	Model model.Model
 }
@@ -95,7 +96,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Protocol = &work.Protocol{Backend: a.Store, Clock: clock, IDs: ids}
 	a.Model = d.Model
 	if a.Model == nil {
-		a.Model = offline.New()
+		a.Model = offlineevo.New()
 	}
 	a.Chat = chat.New(chat.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Chat)

@@ -557,7 +557,7 @@ func (s *Service) finish(ctx context.Context, a *attempt) error {
 	if a.apply != nil {
 		s.wake(ctx, work.KindApply, a.apply.ID)
 	}
-	s.wakeNext(ctx)
+	s.wakeNext(ctx, a.st.Evolution.MaxConcurrentRun)
 	return nil
 }
 
@@ -577,11 +577,13 @@ func (s *Service) giveBack(ctx context.Context, a *attempt, reason string, wake 
 	}
 }
 
-// wakeNext wakes the oldest pending run: a run slot was just freed, and a run
-// whose wake-up met a full budget should not wait for the tick.
-func (s *Service) wakeNext(ctx context.Context) {
+// wakeNext wakes the oldest pending runs, up to the budget: a run slot was just
+// freed, and a run whose wake-up met a full budget should not wait for the
+// tick. Two runs ending at once may wake the same ones; an extra wake-up is
+// harmless, and every slot freed sends at least one.
+func (s *Service) wakeNext(ctx context.Context, budget int) {
 	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: work.KindRun, Status: StatusPending, Oldest: true,
-		Page: page.Query{Limit: 1}})
+		Page: page.Query{Limit: max(budget, 1)}})
 	if err != nil {
 		s.log.WarnContext(ctx, "could not look for a pending run", slog.String("error", err.Error()))
 		return

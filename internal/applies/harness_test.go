@@ -1,0 +1,567 @@
+package applies_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/applies"
+	"github.com/molt-dev/molt/internal/awstest"
+	"github.com/molt-dev/molt/internal/blob"
+	"github.com/molt-dev/molt/internal/dirblob"
+	"github.com/molt-dev/molt/internal/dynamo"
+	"github.com/molt-dev/molt/internal/evolution"
+	"github.com/molt-dev/molt/internal/evolution/offlineevo"
+	"github.com/molt-dev/molt/internal/memqueue"
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/model/offline"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/settings"
+	"github.com/molt-dev/molt/internal/sqlite"
+	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// opener opens a fresh, empty store on clock and ids.
+type opener func(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store
+
+func openSQLite(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "molt.db"), sqlite.Options{Clock: clock, IDs: ids})
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openDynamo(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
+	t.Helper()
+	client := dynamodb.NewFromConfig(awstest.Config(t), func(o *dynamodb.Options) {
+		o.DisableValidateResponseChecksum = true
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 64 })
+	})
+	table := awstest.Name("molt-applies")
+	if err := dynamo.CreateTable(context.Background(), client, table); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return dynamo.New(client, table, dynamo.Options{Clock: clock, IDs: ids})
+}
+
+// eachStore runs f on both store adapters.
+func eachStore(t *testing.T, f func(t *testing.T, open opener)) {
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, openSQLite) })
+	t.Run("dynamo", func(t *testing.T) { t.Parallel(); f(t, openDynamo) })
+}
+
+var epoch = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// env is an App on one store adapter (behind a request counter), a blob folder
+// (behind a request counter), in-process queues, a manual clock, the offline
+// model with its evolution answers and a test scorer, and the crash hook.
+type env struct {
+	t     testing.TB
+	ctx   context.Context
+	app   *app.App
+	svc   *applies.Service
+	store *countStore
+	blobs *countBlobs
+	q     *memqueue.Queues
+	clock *molt.ManualClock
+	ids   molt.IDs
+
+	mu      sync.Mutex
+	crashes []crashRule
+	onStep  func(step, id string) error
+	low     map[string]bool // runs whose regression score is low
+}
+
+type crashRule struct {
+	step  string // step name, or prefix ending in "*"
+	apply string // "" any apply
+	times int    // crashes left; -1 forever
+}
+
+var errCrash = errors.New("injected crash")
+
+func setup(t testing.TB, open opener) *env {
+	t.Helper()
+	clock := molt.NewManualClock(epoch)
+	ids := &molt.SortableIDs{Clock: clock}
+	st := &countStore{Store: open(t, clock, ids)}
+	dir, err := dirblob.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dir.Close() })
+	e := &env{t: t, store: st, blobs: &countBlobs{Store: dir}, q: memqueue.New(), clock: clock, ids: ids, low: map[string]bool{}}
+	m := offline.New(e.lowScore, offlineevo.Handle)
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(),
+		Runs: runs.Config{HeartbeatEvery: time.Hour}, Applies: applies.Config{Crash: e.crash}}
+	e.app = app.New(cfg, app.Deps{Store: st, Blobs: e.blobs, Queue: e.q, Local: e.q, Clock: clock, IDs: ids, Model: m},
+		slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	e.svc = e.app.Applies
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	for _, ws := range []string{"acme", "beta"} {
+		if _, _, err := st.PutWorkspace(ctx, workspace.Workspace{Name: ws}); err != nil {
+			t.Fatalf("put workspace: %v", err)
+		}
+	}
+	return e
+}
+
+// crash is the service's Crash hook.
+func (e *env) crash(step, id string) error {
+	e.mu.Lock()
+	on := e.onStep
+	for i := range e.crashes {
+		r := &e.crashes[i]
+		match := r.step == step || (strings.HasSuffix(r.step, "*") && strings.HasPrefix(step, strings.TrimSuffix(r.step, "*")))
+		if match && (r.apply == "" || r.apply == id) && r.times != 0 {
+			if r.times > 0 {
+				r.times--
+			}
+			e.mu.Unlock()
+			return fmt.Errorf("%w at %s", errCrash, step)
+		}
+	}
+	e.mu.Unlock()
+	if on != nil {
+		return on(step, id)
+	}
+	return nil
+}
+
+func (e *env) crashAt(step, apply string, times int) {
+	e.mu.Lock()
+	e.crashes = append(e.crashes, crashRule{step: step, apply: apply, times: times})
+	e.mu.Unlock()
+}
+
+func (e *env) noCrashes() {
+	e.mu.Lock()
+	e.crashes = nil
+	e.mu.Unlock()
+}
+
+// lowScore answers the __score__ agent with lint 40 for runs marked low.
+func (e *env) lowScore(req model.Request) (model.Response, bool) {
+	if id, _ := evolution.AgentFromSystem(req.System); id != evolution.AgentScore || len(req.Messages) == 0 {
+		return model.Response{}, false
+	}
+	text := req.Messages[len(req.Messages)-1].Text
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for run := range e.low {
+		if strings.Contains(text, "run: "+run+"\n") {
+			return model.Response{Text: "```json\n" + `{"lint": 40, "behavior": 80, "scope": 80, "avg": 60, "confidence": "high",
+ "checks": {"usedInDryRun": true, "probe": true, "probeLanguage": true}}` + "\n```"}, true
+		}
+	}
+	return model.Response{}, false
+}
+
+func (e *env) settings(f func(s *settings.Settings)) {
+	e.t.Helper()
+	s, err := e.store.GetSettings(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f(&s)
+	if err := e.store.PutSettings(e.ctx, s); err != nil {
+		e.t.Fatalf("put settings: %v", err)
+	}
+}
+
+func (e *env) put(ws, path, content string) {
+	e.t.Helper()
+	if _, err := e.store.PutFile(e.ctx, workspace.NewFile(ws, path, []byte(content), e.clock.Now())); err != nil {
+		e.t.Fatalf("put %s/%s: %v", ws, path, err)
+	}
+}
+
+// files returns a workspace's files by path.
+func (e *env) files(ws string) map[string]string {
+	e.t.Helper()
+	fs, err := e.store.ListFiles(e.ctx, ws)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range fs {
+		out[f.Path] = string(f.Content)
+	}
+	return out
+}
+
+// runSpec is an approved run to seed.
+type runSpec struct {
+	ws      string
+	files   map[string]string // what the patch writes
+	deletes []string
+	auto    bool
+	session string // source session
+	// base, when set, is the surface content the run drafted against (default:
+	// the workspace's effective files now).
+	base map[string]string
+}
+
+// approve seeds an approved run with its patch (runs/<id>/attempt-1/patch.json)
+// and surface snapshot, and its pending apply, in one write (as runs.Approve
+// or the auto-apply gate do), then sends the apply's wake-up. It returns the run
+// and apply ids.
+func (e *env) approve(r runSpec) (string, string) {
+	e.t.Helper()
+	if r.ws == "" {
+		r.ws = "acme"
+	}
+	now := e.clock.Now()
+	runID, applyID := e.ids.NewID(), e.ids.NewID()
+	p := evolution.Patch{Deletes: r.deletes, Rationale: "because the session showed it",
+		TestScenario: evolution.TestScenario{Description: "answers well", Message: "Introduce yourself."}}
+	var paths []string
+	for path, content := range r.files {
+		p.Files = append(p.Files, evolution.PatchFile{Path: path, Content: content})
+		paths = append(paths, path)
+	}
+	pb, _ := json.Marshal(p)
+	if err := e.blobs.Put(e.ctx, runs.AttemptKey(runID, 1, runs.ArtifactPatch), pb); err != nil {
+		e.t.Fatal(err)
+	}
+	base := r.base
+	if base == nil {
+		base = map[string]string{}
+		for path, c := range e.files(r.ws) {
+			base[path] = c
+		}
+	}
+	sc := runs.SurfaceContext{}
+	for path, c := range base {
+		sc.Files = append(sc.Files, runs.SurfaceFile{Path: path, Scope: "workspace", Content: c})
+	}
+	sb, _ := json.Marshal(sc)
+	if err := e.blobs.Put(e.ctx, runs.SnapshotKey(runID, runs.ArtifactSurface), sb); err != nil {
+		e.t.Fatal(err)
+	}
+	by := runs.ApprovedByReviewer
+	if r.auto {
+		by = runs.ApprovedByAuto
+	}
+	score := offlineevo.Score
+	rd := runs.Data{Workspace: r.ws, SourceSession: r.session, Agent: "main", Trigger: runs.TriggerEvo,
+		SourceAccess: "full", CreatedAt: now, ApprovedBy: by, LatestApply: applyID, Applies: []string{applyID},
+		Result: &runs.Result{Attempt: 1, Patch: &runs.PatchSummary{Files: paths, TestScenario: p.TestScenario, Rationale: p.Rationale},
+			Score: &score, Observation: "users keep asking for French", HasObservation: true}}
+	ad, _ := json.Marshal(runs.ApplyData{Workspace: r.ws, Runs: []string{runID}, ApprovedBy: by})
+	run := work.Item{Kind: work.KindRun, ID: runID, Workspace: r.ws, Status: runs.StatusApproved, Attempts: 1,
+		Data: rd.Encode(), CreatedAt: now, UpdatedAt: now, OpID: e.ids.NewID()}
+	ap := work.Item{Kind: work.KindApply, ID: applyID, Workspace: r.ws, LockKey: runs.ApplyLockKey(r.ws),
+		Status: work.StatusPending, Data: ad, CreatedAt: now, UpdatedAt: now, OpID: e.ids.NewID()}
+	if err := e.store.Commit(e.ctx, work.CreateItem{Item: run}, work.CreateItem{Item: ap}); err != nil {
+		e.t.Fatalf("seed run and apply: %v", err)
+	}
+	if err := e.q.Send(e.ctx, queue.Message{Kind: string(work.KindApply), ID: applyID}); err != nil {
+		e.t.Fatal(err)
+	}
+	return runID, applyID
+}
+
+// receive takes every visible wake-up of kind off its queue.
+func (e *env) receive(kind work.Kind) []queue.Message {
+	e.t.Helper()
+	rcv := e.q.Receiver(string(kind))
+	var out []queue.Message
+	for {
+		ds, err := rcv.Receive(e.ctx, 10, 0)
+		if err != nil {
+			e.t.Fatalf("receive: %v", err)
+		}
+		if len(ds) == 0 {
+			return out
+		}
+		for _, d := range ds {
+			_ = rcv.Delete(e.ctx, d)
+			out = append(out, d.Message)
+		}
+	}
+}
+
+// drain is the apply consumer by hand: it handles apply wake-ups until none is
+// left and returns the handlers' errors.
+func (e *env) drain() []error {
+	e.t.Helper()
+	var errs []error
+	for {
+		ms := e.receive(work.KindApply)
+		if len(ms) == 0 {
+			return errs
+		}
+		for _, m := range ms {
+			if err := e.svc.Handle(e.ctx, m); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+}
+
+// drainOK drains and fails on any error.
+func (e *env) drainOK() {
+	e.t.Helper()
+	if errs := e.drain(); len(errs) > 0 {
+		e.t.Fatalf("apply worker errors: %v", errs)
+	}
+}
+
+// tick runs one full tick (maintenance, notices, retention gate).
+func (e *env) tick() app.TickResult {
+	e.t.Helper()
+	res, err := e.app.Tick(e.ctx, e.app.Maintainer())
+	if err != nil {
+		e.t.Fatalf("tick: %v", err)
+	}
+	return res
+}
+
+func (e *env) item(kind work.Kind, id string) work.Item {
+	e.t.Helper()
+	it, err := e.store.GetItem(e.ctx, kind, id)
+	if err != nil {
+		e.t.Fatalf("get %s %s: %v", kind, id, err)
+	}
+	return it
+}
+
+func (e *env) wantStatus(kind work.Kind, id string, want work.Status) work.Item {
+	e.t.Helper()
+	it := e.item(kind, id)
+	if it.Status != want {
+		e.t.Fatalf("%s %s is %s (reason %q), want %s", kind, id, it.Status, it.Reason, want)
+	}
+	return it
+}
+
+func (e *env) data(id string) applies.Data {
+	e.t.Helper()
+	d, err := applies.ParseData(e.item(work.KindApply, id).Data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func (e *env) blob(key string) ([]byte, bool) {
+	e.t.Helper()
+	b, err := e.blobs.Get(e.ctx, key)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil, false
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b, true
+}
+
+func (e *env) manifest(id string) (applies.Manifest, []byte) {
+	e.t.Helper()
+	b, ok := e.blob("applies/" + id + "/MANIFEST.json")
+	if !ok {
+		e.t.Fatalf("apply %s has no manifest", id)
+	}
+	var m applies.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		e.t.Fatal(err)
+	}
+	return m, b
+}
+
+// lockFree checks that no apply holds ws's lock and no apply slot is taken.
+func (e *env) lockFree(ws string) {
+	e.t.Helper()
+	if h, err := e.store.LockHolder(e.ctx, applies.LockKey(ws)); err != nil || h != "" {
+		e.t.Fatalf("lock of %s held by %q (%v)", ws, h, err)
+	}
+	if n, err := e.store.ActiveCount(e.ctx, work.KindApply); err != nil || n != 0 {
+		e.t.Fatalf("apply slots = %d (%v), want 0", n, err)
+	}
+}
+
+// inFlight lists the applies of ws that are running or syncing.
+func (e *env) inFlight(ws string) []work.Item {
+	e.t.Helper()
+	var out []work.Item
+	for _, st := range []work.Status{applies.StatusRunning, applies.StatusSyncing} {
+		pg, err := e.store.ListItems(e.ctx, work.ListQuery{Kind: work.KindApply, Status: st, Page: page.Query{Limit: 100}})
+		if err != nil {
+			e.t.Errorf("list: %v", err)
+			return nil
+		}
+		for _, it := range pg.Items {
+			if it.Workspace == ws {
+				out = append(out, it)
+			}
+		}
+	}
+	return out
+}
+
+func (e *env) messages(sessionID string) []session.Message {
+	e.t.Helper()
+	ms, err := e.store.ListMessages(e.ctx, sessionID, 0, 500)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ms
+}
+
+func wantReason(t testing.TB, err error, reason string) *molt.Error {
+	t.Helper()
+	if got := molt.ErrorReason(err); got != reason {
+		t.Fatalf("error %v: reason %q, want %q", err, got, reason)
+	}
+	var me *molt.Error
+	errors.As(err, &me)
+	return me
+}
+
+// countStore counts store requests by method.
+type countStore struct {
+	store.Store
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *countStore) count(name string) {
+	s.mu.Lock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[name]++
+	s.mu.Unlock()
+}
+
+// reset returns the counts so far and starts again.
+func (s *countStore) reset() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.counts
+	s.counts = map[string]int{}
+	return out
+}
+
+func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
+	s.count("Commit")
+	return s.Store.Commit(ctx, ops...)
+}
+func (s *countStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
+	s.count("GetItem")
+	return s.Store.GetItem(ctx, k, id)
+}
+func (s *countStore) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
+	s.count("ListItems")
+	return s.Store.ListItems(ctx, q)
+}
+func (s *countStore) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
+	s.count("PutFile")
+	return s.Store.PutFile(ctx, f)
+}
+func (s *countStore) GetFile(ctx context.Context, ws, p string) (workspace.File, error) {
+	s.count("GetFile")
+	return s.Store.GetFile(ctx, ws, p)
+}
+func (s *countStore) ListFiles(ctx context.Context, ws string) ([]workspace.File, error) {
+	s.count("ListFiles")
+	return s.Store.ListFiles(ctx, ws)
+}
+func (s *countStore) DeleteFile(ctx context.Context, ws, p string) error {
+	s.count("DeleteFile")
+	return s.Store.DeleteFile(ctx, ws, p)
+}
+func (s *countStore) GetSettings(ctx context.Context) (settings.Settings, error) {
+	s.count("GetSettings")
+	return s.Store.GetSettings(ctx)
+}
+func (s *countStore) LockHolder(ctx context.Context, key string) (string, error) {
+	s.count("LockHolder")
+	return s.Store.LockHolder(ctx, key)
+}
+func (s *countStore) GetSession(ctx context.Context, id string) (session.Session, error) {
+	s.count("GetSession")
+	return s.Store.GetSession(ctx, id)
+}
+
+// countBlobs counts blob requests by method.
+type countBlobs struct {
+	blob.Store
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (b *countBlobs) count(name string) {
+	b.mu.Lock()
+	if b.counts == nil {
+		b.counts = map[string]int{}
+	}
+	b.counts[name]++
+	b.mu.Unlock()
+}
+
+func (b *countBlobs) reset() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.counts
+	b.counts = map[string]int{}
+	return out
+}
+
+func (b *countBlobs) Put(ctx context.Context, k string, d []byte) error {
+	b.count("Put")
+	return b.Store.Put(ctx, k, d)
+}
+func (b *countBlobs) Get(ctx context.Context, k string) ([]byte, error) {
+	b.count("Get")
+	return b.Store.Get(ctx, k)
+}
+func (b *countBlobs) Delete(ctx context.Context, k string) error {
+	b.count("Delete")
+	return b.Store.Delete(ctx, k)
+}
+func (b *countBlobs) List(ctx context.Context, p string) ([]string, error) {
+	b.count("List")
+	return b.Store.List(ctx, p)
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+type settingsT = settings.Settings
+
+func wake(id string) queue.Message { return queue.Message{Kind: string(work.KindApply), ID: id} }

@@ -1,0 +1,159 @@
+package applies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// NoticeResult counts what one notice pass did.
+type NoticeResult struct {
+	Sent    int `json:"sent"`    // lines appended (and applies stamped)
+	Stamped int `json:"stamped"` // applies stamped without a line (session gone)
+	Dropped int `json:"dropped"` // notices of applies no longer applied
+	Raced   int `json:"raced"`   // another pass (or a rollback) moved first
+}
+
+// Notify is the tick's notice step: for each pending notice (an auto apply that
+// is applied and not yet notified, oldest first) it appends one system line to
+// the source session and, in the same write, deletes the notice and stamps the
+// apply's notified_at. The notice's delete is conditional on it still being
+// there, the stamp on the apply being unchanged since it was read, and the
+// line on the session's next sequence number: of two passes at once only one
+// writes, and a pass that dies before its write leaves the notice for the next.
+// A session that is gone gets no line; the apply is stamped all the same.
+func (s *Service) Notify(ctx context.Context) (NoticeResult, error) {
+	var res NoticeResult
+	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: KindNotice, Status: work.StatusPending, Oldest: true,
+		Page: page.Query{Limit: 100}})
+	if err != nil {
+		return res, fmt.Errorf("list notices: %w", err)
+	}
+	for _, n := range pg.Items {
+		if err := s.notifyOne(ctx, n, &res); err != nil {
+			return res, fmt.Errorf("notice %s: %w", n.ID, err)
+		}
+	}
+	return res, nil
+}
+
+func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult) error {
+	drop := work.DeleteItem{Kind: KindNotice, ID: n.ID, If: work.Cond{Statuses: []work.Status{work.StatusPending}, OpID: n.OpID}}
+	it, err := s.store.GetItem(ctx, work.KindApply, n.ID)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return s.commitNotice(ctx, res, &res.Dropped, drop)
+	}
+	if err != nil {
+		return err
+	}
+	d, err := ParseData(it.Data)
+	if err != nil || it.Status != StatusApplied || d.NotifiedAt != nil {
+		// Rolled back before its notice, or stamped already: nothing to say.
+		return s.commitNotice(ctx, res, &res.Dropped, drop)
+	}
+	now := s.now()
+	d.NotifiedAt = &now
+	stamp := work.UpdateItem{Kind: work.KindApply, ID: it.ID,
+		If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: it.OpID},
+		Set: work.Set{Data: d.Encode(), UpdatedAt: now, OpID: s.ids.NewID()}}
+	sessionID := ""
+	if r, err := s.store.GetItem(ctx, work.KindRun, firstOr(d.Runs)); err == nil {
+		if rd, err := runs.ParseData(r.Data); err == nil {
+			sessionID = rd.SourceSession
+		}
+	}
+	for try := 0; try < 3; try++ {
+		var sess session.Session
+		var serr error = molt.NotFound("no source session")
+		if sessionID != "" {
+			sess, serr = s.store.GetSession(ctx, sessionID)
+		}
+		if molt.ErrorCode(serr) == molt.ENOTFOUND {
+			return s.commitNotice(ctx, res, &res.Stamped, drop, stamp)
+		}
+		if serr != nil {
+			return serr
+		}
+		line := session.AppendMessage{Message: session.Message{SessionID: sess.ID, Seq: sess.NextSeq,
+			Role: session.RoleSystem, Text: NoticeText(it.ID, d), CreatedAt: now}}
+		err := s.store.Commit(ctx, drop, stamp, line)
+		if idx, ok := condIndex(err); ok && idx == 2 {
+			continue // a message landed meanwhile: read the session again
+		}
+		return s.settleNotice(ctx, err, res, &res.Sent)
+	}
+	res.Raced++
+	return nil
+}
+
+// commitNotice commits ops and counts the outcome.
+func (s *Service) commitNotice(ctx context.Context, res *NoticeResult, counter *int, ops ...work.Op) error {
+	return s.settleNotice(ctx, s.store.Commit(ctx, ops...), res, counter)
+}
+
+func (s *Service) settleNotice(ctx context.Context, err error, res *NoticeResult, counter *int) error {
+	if err == nil {
+		*counter++
+		return nil
+	}
+	if _, ok := condIndex(err); ok {
+		res.Raced++ // another pass sent it, or the apply changed: the next pass sees
+		return nil
+	}
+	// Unknown outcome: the notice is still there unless the write landed; the
+	// next pass reads it again.
+	s.log.WarnContext(ctx, "notice write failed; the next tick retries", slog.String("error", err.Error()))
+	return nil
+}
+
+// NoticeText is the one system line an auto apply sends to its source session:
+// the files it effectively changed (more than three summarised), the score, and
+// a preview of the run's observation.
+func NoticeText(id string, d Data) string {
+	var b strings.Builder
+	b.WriteString("Evolution applied automatically")
+	if d.Level != "" {
+		b.WriteString(" (" + d.Level + ")")
+	}
+	b.WriteString(": ")
+	switch files := d.Published; {
+	case len(files) == 0:
+		b.WriteString("no file changed")
+	case len(files) <= 3:
+		b.WriteString("changed " + strings.Join(files, ", "))
+	default:
+		fmt.Fprintf(&b, "changed %s and %d more files", strings.Join(files[:3], ", "), len(files)-3)
+	}
+	if sc := d.Score; sc != nil {
+		fmt.Fprintf(&b, "; score %d (behavior %d, lint %d, confidence %s)", sc.Avg, sc.Behavior, sc.Lint, sc.Confidence)
+	}
+	if obs := strings.Join(strings.Fields(d.Observation), " "); obs != "" {
+		b.WriteString("; observation: " + clip(obs, 200))
+	}
+	b.WriteString(". Apply " + id + " can be rolled back from the Evolution tab.")
+	return b.String()
+}
+
+func firstOr(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return xs[0]
+}
+
+// condIndex returns the index of the op whose condition failed.
+func condIndex(err error) (int, bool) {
+	var cf *work.ConditionFailed
+	if errors.As(err, &cf) {
+		return cf.Index, true
+	}
+	return 0, false
+}

@@ -1,0 +1,444 @@
+package applies
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// Stable codes of a refused rollback (molt.Error.Reason of an ECONFLICT; the
+// API's problem code).
+const (
+	CodeNotApplied     = "not_applied"     // the apply is not applied
+	CodeApplyInFlight  = "apply_in_flight" // an apply (or rollback) of the workspace is pending, running or syncing
+	CodeNoSnapshot     = "no_snapshot"     // the manifest is unreadable, a path escapes the surface, a backup is missing
+	CodeConflict       = "conflict"        // files changed since the apply (Details: {"conflicts": [{rel, reason}]})
+	CodeBackupMismatch = "backup_mismatch" // a backup does not hash to its before (Details: {"files": [...]})
+)
+
+// Per-file states of a rollback (DESIGN.md §4).
+const (
+	StateClean      = "clean"      // hash = after: rolled back
+	StateReverted   = "reverted"   // hash = before, or a new file already gone: skipped
+	StateModified   = "modified"   // changed since the apply: needs force
+	StateMissing    = "missing"    // an overwritten file is gone: needs force
+	StateUnverified = "unverified" // the manifest has no hashes: needs force
+)
+
+// Actions a rollback took on a file.
+const (
+	ActionRestored = "restored"
+	ActionRemoved  = "removed"
+	ActionSkipped  = "skipped"
+)
+
+// RollbackResult is what a rollback did. The API replies with OK, Restored,
+// Removed, RemovedDirs and KeptDirs; ROLLBACK.json and the apply's data keep it
+// all.
+type RollbackResult struct {
+	OK          bool           `json:"ok"`
+	Restored    []string       `json:"restored"`
+	Removed     []string       `json:"removed"`
+	RemovedDirs []string       `json:"removedDirs"`
+	KeptDirs    []string       `json:"keptDirs"`
+	ApplyID     string         `json:"applyId,omitempty"`
+	RollbackID  string         `json:"rollbackId,omitempty"`
+	At          time.Time      `json:"at"`
+	Force       bool           `json:"force"`
+	Files       []RollbackFile `json:"files,omitempty"`
+}
+
+// RollbackFile is one manifest file's state when the rollback ran and what it did.
+type RollbackFile struct {
+	Rel    string `json:"rel"`
+	Kind   string `json:"kind"`
+	State  string `json:"state"`
+	Action string `json:"action"`
+}
+
+// Conflict is one file that needs force.
+type Conflict struct {
+	Rel    string `json:"rel"`
+	Reason string `json:"reason"`
+}
+
+// rollbackData is a rollback item's Data.
+type rollbackData struct {
+	Apply   string          `json:"apply"`
+	Force   bool            `json:"force"`
+	Result  *RollbackResult `json:"result,omitempty"`
+	Refused string          `json:"refused,omitempty"`
+}
+
+func refuse(code string, details any, format string, args ...any) error {
+	return &molt.Error{Code: molt.ECONFLICT, Reason: code, Message: fmt.Sprintf(format, args...), Details: details}
+}
+
+// Rollback rolls back an applied apply (DESIGN.md §4). It holds the workspace's
+// apply lock throughout (a rollback item created already claimed, see the
+// package documentation), so no apply of the workspace can run meanwhile. It
+// returns ENOTFOUND, or ECONFLICT with one of the Code* reasons and nothing
+// written to the surface: not_applied, apply_in_flight, no_snapshot, conflict
+// (without force; Details {"conflicts": [{rel, reason}]}), backup_mismatch
+// (even with force; Details {"files": [...]}).
+func (s *Service) Rollback(ctx context.Context, id string, force bool) (RollbackResult, error) {
+	it, d, err := s.Get(ctx, id)
+	if err != nil {
+		return RollbackResult{}, err
+	}
+	if it.Status != StatusApplied {
+		return RollbackResult{}, refuse(CodeNotApplied, nil, "apply %s is %s, not applied", id, it.Status)
+	}
+	if err := s.checkInFlight(ctx, d.Workspace, ""); err != nil {
+		return RollbackResult{}, err
+	}
+	rc, err := s.claimRollback(ctx, d.Workspace, id, force)
+	if err != nil {
+		return RollbackResult{}, err
+	}
+	ctx = context.WithoutCancel(ctx) // from here, finish or end the rollback item
+	res, err := s.rollback(ctx, rc, id, force)
+	if err != nil {
+		reason := molt.ErrorReason(err)
+		if reason == "" {
+			reason = molt.ErrorCode(err)
+		}
+		s.endRollback(ctx, rc, rollbackData{Apply: id, Force: force, Refused: reason}, reason)
+		s.wakeNext(ctx, d.Workspace)
+		return RollbackResult{}, err
+	}
+	s.wakeNext(ctx, d.Workspace)
+	return res, nil
+}
+
+// checkInFlight refuses while an apply of ws is pending, running or syncing, or
+// anything but holder holds its lock.
+func (s *Service) checkInFlight(ctx context.Context, ws, holder string) error {
+	for _, st := range []work.Status{StatusPending, StatusRunning, StatusSyncing} {
+		q := work.ListQuery{Kind: work.KindApply, Status: st, Page: page.Query{Limit: 100}}
+		for pages := 0; pages < 20; pages++ {
+			pg, err := s.store.ListItems(ctx, q)
+			if err != nil {
+				return fmt.Errorf("list %s applies: %w", st, err)
+			}
+			for _, it := range pg.Items {
+				if it.LockKey == LockKey(ws) || it.Workspace == ws {
+					return refuse(CodeApplyInFlight, nil, "apply %s of workspace %s is %s", it.ID, ws, it.Status)
+				}
+			}
+			if pg.Next == "" {
+				break
+			}
+			q.Page.Cursor = pg.Next
+		}
+	}
+	h, err := s.store.LockHolder(ctx, LockKey(ws))
+	if err != nil {
+		return fmt.Errorf("read lock of %s: %w", ws, err)
+	}
+	if h != "" && h != holder {
+		return refuse(CodeApplyInFlight, nil, "%s holds the apply lock of workspace %s", h, ws)
+	}
+	return nil
+}
+
+// claimRollback creates the rollback's item already claimed: in one write the
+// item (running, attempt 1, a token, a fresh heartbeat), a slot of its kind and
+// the workspace's apply lock. A held lock is apply_in_flight.
+func (s *Service) claimRollback(ctx context.Context, ws, applyID string, force bool) (work.Claim, error) {
+	now := s.now()
+	data, _ := json.Marshal(rollbackData{Apply: applyID, Force: force})
+	it := work.Item{Kind: KindRollback, ID: s.ids.NewID(), Workspace: ws, LockKey: LockKey(ws),
+		Status: work.StatusRunning, Active: true, Attempts: 1, Token: s.ids.NewID(), HeartbeatAt: now,
+		Data: data, CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID()}
+	c := work.Claim{Kind: KindRollback, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey}
+	err := s.store.Commit(ctx, work.CreateItem{Item: it}, work.AdjustSlots{Kind: KindRollback, Delta: 1},
+		work.AcquireLock{Key: it.LockKey, Holder: work.Holder(KindRollback, it.ID)})
+	if err == nil {
+		return c, nil
+	}
+	if idx, ok := condIndex(err); ok {
+		if idx == 2 {
+			return work.Claim{}, refuse(CodeApplyInFlight, nil, "an apply or rollback of workspace %s holds its lock", ws)
+		}
+		return work.Claim{}, molt.Conflict("changed", "rollback %s could not be created", it.ID)
+	}
+	// Unknown outcome: the item tells.
+	got, gerr := s.store.GetItem(context.WithoutCancel(ctx), KindRollback, it.ID)
+	if gerr == nil && got.OpID == it.OpID {
+		return c, nil
+	}
+	return work.Claim{}, molt.Unavailable(err, "rollback of apply %s: store unavailable", applyID)
+}
+
+// endRollback ends the rollback item (releasing the lock) with data.
+func (s *Service) endRollback(ctx context.Context, rc work.Claim, d rollbackData, reason string, also ...work.Op) error {
+	b, _ := json.Marshal(d)
+	to := rollbackDone
+	if d.Result == nil {
+		to = rollbackFailed
+	}
+	_, err := s.proto.Transition(ctx, rc, work.Transition{To: to, Data: b, Reason: &reason}, also...)
+	if err != nil && molt.ErrorReason(err) != work.ReasonAlsoFailed {
+		s.log.WarnContext(ctx, "could not end the rollback item; the tick will", slog.String("rollback_id", rc.ID),
+			slog.String("error", err.Error()))
+	}
+	return err
+}
+
+// plan is a manifest file's state and the backup it would restore.
+type plan struct {
+	f      ManifestFile
+	state  string
+	backup []byte
+	exists bool // a workspace file is there now
+	cur    []byte
+}
+
+func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force bool) (RollbackResult, error) {
+	// Under the lock: check again, then nothing can change the apply's state.
+	it, d, err := s.Get(ctx, id)
+	if err != nil {
+		return RollbackResult{}, err
+	}
+	if it.Status != StatusApplied {
+		return RollbackResult{}, refuse(CodeNotApplied, nil, "apply %s is %s, not applied", id, it.Status)
+	}
+	if err := s.checkInFlight(ctx, d.Workspace, work.Holder(KindRollback, rc.ID)); err != nil {
+		return RollbackResult{}, err
+	}
+	want := ""
+	if d.Snapshot != nil {
+		want = d.Snapshot.ManifestSHA256
+	}
+	m, err := readManifest(ctx, s.blobs, id, want)
+	if err != nil {
+		return RollbackResult{}, err
+	}
+	if m.Workspace != "" && m.Workspace != d.Workspace {
+		return RollbackResult{}, noSnapshot("the manifest names workspace %q", m.Workspace)
+	}
+	files, err := s.store.ListFiles(ctx, d.Workspace)
+	if err != nil {
+		return RollbackResult{}, fmt.Errorf("list files of %s: %w", d.Workspace, err)
+	}
+	live := make(map[string]workspace.File, len(files))
+	for _, f := range files {
+		live[f.Path] = f
+	}
+
+	// 1. Every overwrite backup must be there.
+	plans := make([]plan, 0, len(m.Files))
+	for _, f := range m.Files {
+		p := plan{f: f}
+		if cur, ok := live[f.Rel]; ok {
+			p.exists, p.cur = true, cur.Content
+		}
+		if f.Kind == KindOverwrite {
+			b, err := s.blobs.Get(ctx, beforeKey(id, f.Rel))
+			if molt.ErrorCode(err) == molt.ENOTFOUND {
+				return RollbackResult{}, noSnapshot("the backup of %s is missing", f.Rel)
+			}
+			if err != nil {
+				return RollbackResult{}, fmt.Errorf("read backup of %s: %w", f.Rel, err)
+			}
+			p.backup = b
+		}
+		p.state = fileState(f, p.exists, live[f.Rel].SHA256)
+		plans = append(plans, p)
+	}
+	// 2. Conflicts need force.
+	var conflicts []Conflict
+	for _, p := range plans {
+		switch p.state {
+		case StateModified, StateMissing, StateUnverified:
+			conflicts = append(conflicts, Conflict{Rel: p.f.Rel, Reason: p.state})
+		}
+	}
+	if len(conflicts) > 0 && !force {
+		return RollbackResult{}, refuse(CodeConflict, map[string]any{"conflicts": conflicts},
+			"%d file(s) changed since the apply: %s; roll back with force to overwrite them", len(conflicts), conflictList(conflicts))
+	}
+	// 3. A backup that is not what was there before is never restored.
+	var mismatched []string
+	for _, p := range plans {
+		if p.f.Kind == KindOverwrite && p.f.Before != nil && Hash(p.backup) != *p.f.Before {
+			mismatched = append(mismatched, p.f.Rel)
+		}
+	}
+	if len(mismatched) > 0 {
+		return RollbackResult{}, refuse(CodeBackupMismatch, map[string]any{"files": mismatched},
+			"the backup of %s does not match the content before the apply", strings.Join(mismatched, ", "))
+	}
+
+	// 4. Writes: first what is about to be overwritten or removed.
+	res := RollbackResult{OK: true, Restored: []string{}, Removed: []string{}, RemovedDirs: []string{},
+		KeptDirs: []string{}, ApplyID: id, RollbackID: rc.ID, Force: force}
+	hb := newBeater(s, rc)
+	for _, p := range plans {
+		if p.state != StateReverted && p.exists {
+			if err := hb.beat(ctx); err != nil {
+				return RollbackResult{}, err
+			}
+			if err := s.blobs.Put(ctx, rollbackPreKey(id, p.f.Rel), p.cur); err != nil {
+				return RollbackResult{}, fmt.Errorf("save %s before the rollback: %w", p.f.Rel, err)
+			}
+		}
+	}
+	for _, p := range plans {
+		rf := RollbackFile{Rel: p.f.Rel, Kind: p.f.Kind, State: p.state, Action: ActionSkipped}
+		if p.state != StateReverted {
+			if err := hb.beat(ctx); err != nil {
+				return RollbackResult{}, err
+			}
+			switch p.f.Kind {
+			case KindOverwrite:
+				if _, err := s.store.PutFile(ctx, workspace.NewFile(d.Workspace, p.f.Rel, p.backup, s.now())); err != nil {
+					return RollbackResult{}, fmt.Errorf("restore %s: %w", p.f.Rel, err)
+				}
+				rf.Action = ActionRestored
+				res.Restored = append(res.Restored, p.f.Rel)
+			case KindNew:
+				if p.exists {
+					if err := s.store.DeleteFile(ctx, d.Workspace, p.f.Rel); err != nil && molt.ErrorCode(err) != molt.ENOTFOUND {
+						return RollbackResult{}, fmt.Errorf("remove %s: %w", p.f.Rel, err)
+					}
+					rf.Action = ActionRemoved
+					res.Removed = append(res.Removed, p.f.Rel)
+				}
+			}
+		}
+		res.Files = append(res.Files, rf)
+	}
+	// Created folders, deepest first: gone when no workspace file is left in them
+	// (in this store a folder is its files); kept, and reported, otherwise: it
+	// still overrides the global folder of that name.
+	after, err := s.store.ListFiles(ctx, d.Workspace)
+	if err != nil {
+		return RollbackResult{}, fmt.Errorf("list files of %s: %w", d.Workspace, err)
+	}
+	dirs := append([]string(nil), m.CreatedDirs...)
+	sortDeepestFirst(dirs)
+	for _, dir := range dirs {
+		if hasFileUnder(after, dir) {
+			res.KeptDirs = append(res.KeptDirs, dir)
+		} else {
+			res.RemovedDirs = append(res.RemovedDirs, dir)
+		}
+	}
+	res.At = s.now()
+
+	// 5. ROLLBACK.json, then one write: the apply and its applied runs
+	// rolled_back, the rollback item done (the lock released).
+	if err := s.putJSON(ctx, rollbackKey(id), res); err != nil {
+		return RollbackResult{}, err
+	}
+	for try := 0; ; try++ {
+		cur, err := s.store.GetItem(ctx, work.KindApply, id)
+		if err != nil {
+			return RollbackResult{}, err
+		}
+		cd, err := ParseData(cur.Data)
+		if err != nil {
+			return RollbackResult{}, err
+		}
+		cd.Rollback = &res
+		ops := []work.Op{work.UpdateItem{Kind: work.KindApply, ID: id,
+			If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: cur.OpID},
+			Set: work.Set{Status: StatusRolledBack, Data: cd.Encode(), Reason: work.Ptr("rolled back"), UpdatedAt: s.now(), OpID: s.ids.NewID()}}}
+		runOps, err := s.runOps(ctx, cd.Runs, runApplied, runRolledBack, work.Ptr(time.Time{}))
+		if err != nil {
+			return RollbackResult{}, err
+		}
+		ops = append(ops, runOps...)
+		err = s.endRollback(ctx, rc, rollbackData{Apply: id, Force: force, Result: &res}, "rolled back apply "+id, ops...)
+		if molt.ErrorReason(err) == work.ReasonAlsoFailed && try < 5 {
+			continue // the notice stamp or a run moved meanwhile: read again
+		}
+		if err != nil {
+			return RollbackResult{}, fmt.Errorf("finish rollback of %s: %w", id, err)
+		}
+		break
+	}
+	s.log.InfoContext(ctx, "apply rolled back", slog.String("apply_id", id), slog.Int("restored", len(res.Restored)),
+		slog.Int("removed", len(res.Removed)), slog.Int("kept_dirs", len(res.KeptDirs)))
+	return res, nil
+}
+
+// fileState is a manifest file's state given the workspace now.
+func fileState(f ManifestFile, exists bool, sha string) string {
+	if f.After == "" || (f.Kind == KindOverwrite && f.Before == nil) {
+		if f.Kind == KindNew && !exists {
+			return StateReverted
+		}
+		return StateUnverified
+	}
+	switch f.Kind {
+	case KindOverwrite:
+		switch {
+		case !exists:
+			return StateMissing
+		case sha == f.After:
+			return StateClean
+		case sha == *f.Before:
+			return StateReverted
+		}
+		return StateModified
+	default:
+		switch {
+		case !exists:
+			return StateReverted
+		case sha == f.After:
+			return StateClean
+		}
+		return StateModified
+	}
+}
+
+func hasFileUnder(files []workspace.File, dir string) bool {
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func conflictList(cs []Conflict) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, c.Rel+" ("+c.Reason+")")
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// beater heartbeats a rollback's claim before a write when the last beat is a
+// quarter of the timeout old, so a rollback that outlived its claim stops.
+type beater struct {
+	s    *Service
+	c    work.Claim
+	last time.Time
+}
+
+func newBeater(s *Service, c work.Claim) *beater { return &beater{s: s, c: c, last: s.now()} }
+
+func (b *beater) beat(ctx context.Context) error {
+	if b.s.now().Sub(b.last) < b.s.cfg.RollbackTimeout/4 {
+		return nil
+	}
+	if err := b.s.proto.Heartbeat(ctx, b.c); err != nil {
+		return err
+	}
+	b.last = b.s.now()
+	return nil
+}

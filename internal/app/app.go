@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
@@ -40,6 +41,9 @@ type App struct {
 	// Runs is the evolution run pipeline: /evo and pre-compact enqueue, the run
 	// worker, the admin operations.
 	Runs *runs.Service
+	// Applies runs evolution applies: the apply worker, rollback, the auto-apply
+	// notices and retention.
+	Applies *applies.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -103,6 +107,8 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs = runs.New(runs.Deps{Store: a.Store, Protocol: a.Protocol, Blobs: a.Blobs, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Runs)
 	a.Runs.Register(a.Chat)
+	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
+		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -124,7 +130,7 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with
@@ -136,12 +142,49 @@ func (a *App) Maintainer() *work.Maintainer {
 			if err != nil {
 				return nil, err
 			}
-			pols := make([]work.Policy, 0, len(a.workers))
+			pols := make([]work.Policy, 0, len(a.workers)+1)
 			for _, w := range a.workers {
 				pols = append(pols, w.Policy(s))
 			}
+			// Kinds without a queue: a rollback holds the apply lock of its
+			// workspace; when its request died the tick releases it.
+			pols = append(pols, a.Applies.RollbackPolicy(s))
 			return pols, nil
 		}}
+}
+
+// TickResult is what one tick did: counts only (a flat JSON object of numbers).
+type TickResult struct {
+	work.Result
+	Notified int `json:"notified"` // auto-apply notices sent (or stamped: session gone)
+	Archived int `json:"archived"` // runs and applies archived by retention
+	Purged   int `json:"purged"`   // archived runs and applies purged
+}
+
+// Tick runs one tick: the maintenance pass over every kind (stale claims, lost
+// wake-ups, resumes), then the auto-apply notices, then retention (at most once
+// per applies.Config.RetentionEvery in this process). Every step is safe to run
+// in two ticks at once. A failed step does not stop the next; the first error is
+// returned.
+func (a *App) Tick(ctx context.Context, m *work.Maintainer) (TickResult, error) {
+	var res TickResult
+	var errs []error
+	r, err := m.RunOnce(ctx)
+	res.Result = r
+	if err != nil {
+		errs = append(errs, err)
+	}
+	n, err := a.Applies.Notify(ctx)
+	res.Notified = n.Sent + n.Stamped
+	if err != nil {
+		errs = append(errs, err)
+	}
+	ret, err := a.Applies.Retain(ctx)
+	res.Archived, res.Purged = ret.Archived, ret.Purged
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
 }
 
 // Kinds lists the kinds of background work molt registers, i.e. the queues
@@ -166,5 +209,8 @@ var registry = []struct {
 	}},
 	{kind: work.KindRun, build: func(a *App) Worker {
 		return Worker{Kind: work.KindRun, Handler: a.Runs, Policy: runs.Policy}
+	}},
+	{kind: work.KindApply, build: func(a *App) Worker {
+		return Worker{Kind: work.KindApply, Handler: a.Applies, Policy: a.Applies.Policy}
 	}},
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/runs"
@@ -29,6 +30,8 @@ type Config struct {
 	Chat chat.Config
 	// Runs tunes the evolution run worker (zero fields: defaults); see runs.Config.
 	Runs runs.Config
+	// Applies tunes rollback and retention (zero fields: defaults); see applies.Config.
+	Applies applies.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }

@@ -27,16 +27,17 @@ func (a *App) APILambda() func(context.Context, events.APIGatewayV2HTTPRequest) 
 // TickerLambda returns the scheduled handler: one bounded maintenance pass,
 // answering its counts. A failed pass returns its error so Lambda records it; the
 // next scheduled pass retries.
-func (a *App) TickerLambda() func(context.Context, events.EventBridgeEvent) (work.Result, error) {
+func (a *App) TickerLambda() func(context.Context, events.EventBridgeEvent) (TickResult, error) {
 	m := a.Maintainer()
-	return func(ctx context.Context, ev events.EventBridgeEvent) (work.Result, error) {
-		res, err := m.RunOnce(ctx)
+	return func(ctx context.Context, ev events.EventBridgeEvent) (TickResult, error) {
+		res, err := a.Tick(ctx, m)
 		if err != nil {
 			a.Logger.ErrorContext(ctx, "tick failed", slog.String("error", err.Error()))
 			return res, err
 		}
 		a.Logger.InfoContext(ctx, "tick", slog.Int("requeued", res.Requeued), slog.Int("expired", res.Expired),
-			slog.Int("resent", res.Resent), slog.Int("raced", res.Raced))
+			slog.Int("resent", res.Resent), slog.Int("raced", res.Raced), slog.Int("notices", res.Notified),
+			slog.Int("archived", res.Archived), slog.Int("purged", res.Purged))
 		return res, nil
 	}
 }

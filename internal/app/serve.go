@@ -114,13 +114,14 @@ func (a *App) tickLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		res, err := m.RunOnce(ctx)
+		res, err := a.Tick(ctx, m)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			a.Logger.Error("tick failed", slog.String("error", err.Error()))
-		case res.Requeued+res.Expired+res.Resent > 0:
+		case res.Requeued+res.Expired+res.Resent+res.Notified+res.Archived+res.Purged > 0:
 			a.Logger.Info("tick", slog.Int("requeued", res.Requeued), slog.Int("expired", res.Expired),
-				slog.Int("resent", res.Resent), slog.Int("raced", res.Raced))
+				slog.Int("resent", res.Resent), slog.Int("raced", res.Raced), slog.Int("notices", res.Notified),
+				slog.Int("archived", res.Archived), slog.Int("purged", res.Purged))
 		}
 		select {
 		case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
@@ -43,6 +44,9 @@ type Config struct {
 	// Runs is the evolution run pipeline behind /api/evolution/runs; nil leaves
 	// those routes out.
 	Runs *runs.Service
+	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
+	// those routes out.
+	Applies *applies.Service
 }
 
 type server struct {
@@ -54,6 +58,7 @@ type server struct {
 	maxBody int64
 	chat    *chat.Service
 	runs    *runs.Service
+	applies *applies.Service
 	mux     *http.ServeMux
 }
 
@@ -62,7 +67,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -108,6 +113,9 @@ func (s *server) routes() {
 	}
 	if s.runs != nil {
 		s.runRoutes()
+	}
+	if s.applies != nil {
+		s.applyRoutes()
 	}
 }
 

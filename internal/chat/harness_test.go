@@ -165,13 +165,21 @@ type options struct {
 	model model.Model
 	cfg   chat.Config
 	tools []chat.Tool
+	dir   string            // data directory; default a new temporary one
+	clock *molt.ManualClock // default a new manual clock
 }
 
 func newHarness(t *testing.T, o options) *harness {
 	t.Helper()
-	clock := molt.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := o.clock
+	if clock == nil {
+		clock = molt.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	}
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
 	ids := &molt.SortableIDs{Clock: clock}
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), Chat: o.cfg}
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: o.dir, Chat: o.cfg}
 	d, err := localbackend.Open(cfg, clock, ids)
 	if err != nil {
 		t.Fatalf("open local backend: %v", err)
@@ -193,7 +201,7 @@ func newHarness(t *testing.T, o options) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	h := &harness{t: t, app: a, store: cs, clock: clock, model: cm, ctx: ctx}
-	if _, _, err := cs.PutWorkspace(ctx, workspace.Workspace{Name: "acme"}); err != nil {
+	if _, _, err := cs.PutWorkspace(ctx, workspace.Workspace{Name: "acme", Description: "test"}); err != nil {
 		t.Fatalf("put workspace: %v", err)
 	}
 	return h

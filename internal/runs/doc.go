@@ -78,8 +78,10 @@
 // is bounded by run_timeout_minutes (default 12) and by the handler's deadline
 // minus Config.CommitMargin, whichever comes first; the run-worker function's
 // timeout is 15 minutes, above the default run timeout, so a default attempt
-// ends inside one invocation. An attempt that reaches its bound gives the run
-// back (pending, woken again) while attempts are left, else ends it as timeout.
+// ends inside one invocation. An attempt that reaches its bound, or whose
+// process is stopping (SIGTERM, the end of `molt serve`), gives the run back
+// (pending, woken again) while attempts are left, else ends it as timeout: a
+// pending run always has attempts left.
 // A worker killed outright (the invocation timed out, the process died) stops
 // heartbeating: the tick returns the run to pending after run_timeout_minutes
 // while attempts - attempts_base < max_attempts, else makes it timeout, and the

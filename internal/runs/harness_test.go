@@ -39,9 +39,9 @@ import (
 )
 
 // opener opens a fresh, empty store on clock and ids.
-type opener func(t *testing.T, clock molt.Clock, ids molt.IDs) store.Store
+type opener func(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store
 
-func openSQLite(t *testing.T, clock molt.Clock, ids molt.IDs) store.Store {
+func openSQLite(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
 	t.Helper()
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "molt.db"), sqlite.Options{Clock: clock, IDs: ids})
 	if err != nil {
@@ -51,7 +51,7 @@ func openSQLite(t *testing.T, clock molt.Clock, ids molt.IDs) store.Store {
 	return s
 }
 
-func openDynamo(t *testing.T, clock molt.Clock, ids molt.IDs) store.Store {
+func openDynamo(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
 	t.Helper()
 	client := dynamodb.NewFromConfig(awstest.Config(t), func(o *dynamodb.Options) {
 		o.DisableValidateResponseChecksum = true
@@ -76,7 +76,7 @@ func eachStore(t *testing.T, f func(t *testing.T, open opener)) {
 // env is an App on one store adapter, a blob folder, in-process queues, a
 // manual clock and a controllable offline model.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	app   *app.App
 	runs  *runs.Service
@@ -95,7 +95,7 @@ var (
 	wsCaller   = auth.Caller{Token: auth.Token{Level: auth.Workspace, Workspace: "acme"}}
 )
 
-func setup(t *testing.T, open opener) *env {
+func setup(t testing.TB, open opener) *env {
 	t.Helper()
 	clock := molt.NewManualClock(epoch)
 	ids := &molt.SortableIDs{Clock: clock}
@@ -273,6 +273,7 @@ type signalStore struct {
 
 	mu      sync.Mutex
 	counts  map[string]int
+	claims  map[string]time.Time // run id → when its claim committed
 	changed chan struct{}
 }
 
@@ -301,10 +302,24 @@ func (s *signalStore) changes() <-chan struct{} {
 	return s.changed
 }
 
+// claimedAt returns when run id was last claimed (zero if never).
+func (s *signalStore) claimedAt(id string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claims[id]
+}
+
 func (s *signalStore) Commit(ctx context.Context, ops ...work.Op) error {
 	s.count("Commit")
 	err := s.Store.Commit(ctx, ops...)
+	now := time.Now()
 	s.mu.Lock()
+	if u, ok := ops[0].(work.UpdateItem); ok && err == nil && u.Kind == work.KindRun && u.Set.Status == work.StatusRunning {
+		if s.claims == nil {
+			s.claims = map[string]time.Time{}
+		}
+		s.claims[u.ID] = now
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()

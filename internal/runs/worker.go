@@ -172,8 +172,17 @@ func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, st settin
 		a.to, a.why = StatusFailed, rf.reason
 		return s.finish(wctx, a)
 	case ctx.Err() != nil:
-		// Shutdown, or the invocation ended: give the run back for a later attempt.
-		s.giveBack(wctx, a, ReasonInterrupted, true)
+		// Shutdown, or the invocation ended: give the run back for a later
+		// attempt, or end it when this was the last.
+		if it.Used() < maxAttempts {
+			s.giveBack(wctx, a, ReasonInterrupted, true)
+		} else {
+			a.log(s, "interrupted with the attempts spent")
+			a.to, a.why = StatusTimeout, "timeout: "+ReasonInterrupted
+			if ferr := s.finish(wctx, a); ferr != nil {
+				s.log.WarnContext(wctx, "could not end the interrupted run; the tick will", slog.String("error", ferr.Error()))
+			}
+		}
 		return fmt.Errorf("run %s interrupted: %w", it.ID, ctx.Err())
 	case runCtx.Err() != nil && errors.Is(context.Cause(runCtx), context.DeadlineExceeded):
 		if it.Used() < maxAttempts {
@@ -196,10 +205,15 @@ func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, st settin
 		return s.finish(wctx, a)
 	default:
 		// The store, the blob store, or something unexpected: give the run back
-		// and let the wake-up be delivered again.
+		// and let the wake-up be delivered again, or fail it on the last attempt.
 		s.log.ErrorContext(ctx, "run attempt failed", slog.String("error", err.Error()))
-		s.giveBack(wctx, a, ReasonStore, false)
-		return fmt.Errorf("run %s: %w", it.ID, err)
+		if it.Used() < maxAttempts {
+			s.giveBack(wctx, a, ReasonStore, false)
+			return fmt.Errorf("run %s: %w", it.ID, err)
+		}
+		a.log(s, "failed: "+ReasonStore)
+		a.to, a.why = StatusFailed, ReasonStore
+		return s.finish(wctx, a)
 	}
 }
 

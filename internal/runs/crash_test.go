@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
@@ -262,6 +263,62 @@ func TestDuplicateWakeups(t *testing.T) {
 		}
 		if n := e.model.count("draft"); n != 1 {
 			t.Fatalf("%d drafts, want 1", n)
+		}
+	})
+}
+
+// TestHeartbeat: a running run heartbeats on its own claim, so the tick leaves
+// it however long it runs; when a heartbeat finds the claim gone, the model call
+// in flight is cancelled and the worker writes nothing more.
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open, func(c *app.Config) { c.Runs.HeartbeatEvery = 5 * time.Millisecond })
+		ss := e.session(fullCaller)
+		run := e.evo(ss.ID, "be brief")
+		held := make(chan struct{})
+		cancelled := make(chan struct{})
+		e.model.setBefore(func(ctx context.Context, ph string, _ model.Request) error {
+			if ph == "dryrun" {
+				close(held)
+				<-ctx.Done()
+				close(cancelled)
+				return model.ContextFailure(ctx, ctx, "dry-run")
+			}
+			return nil
+		})
+		wake := e.receive(work.KindRun)
+		done := make(chan error, 1)
+		go func() { done <- e.runs.Handle(e.ctx, wake[0]) }()
+		<-held
+
+		// Time passes; the heartbeat keeps the claim fresh: the tick leaves it.
+		e.clock.Advance(13 * time.Minute)
+		now := e.clock.Now()
+		seen := waitFor(t, e, func() (work.Item, bool) {
+			it := e.item(work.KindRun, run.ID)
+			return it, !it.HeartbeatAt.Before(now)
+		})
+		if res := e.tick(); res.Requeued != 0 || res.Expired != 0 {
+			t.Fatalf("tick took a heartbeating run: %+v", res)
+		}
+		// Someone else takes the claim (a tick that judged it stale).
+		if _, err := e.app.Protocol.Requeue(e.ctx, seen, now.Add(time.Hour), 3, runs.StatusTimeout); err != nil {
+			t.Fatal(err)
+		}
+		taken := e.item(work.KindRun, run.ID)
+		<-cancelled
+		if err := <-done; err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+		if after := e.item(work.KindRun, run.ID); after.OpID != taken.OpID || after.Status != runs.StatusPending {
+			t.Fatalf("the worker wrote after losing its claim: %+v", after)
+		}
+		puts, _ := e.blobs.log()
+		for _, k := range puts {
+			if k == runs.AttemptKey(run.ID, 1, runs.ArtifactDryRun) || k == runs.AttemptKey(run.ID, 1, runs.ArtifactScore) {
+				t.Fatalf("the worker wrote %s after losing its claim", k)
+			}
 		}
 	})
 }

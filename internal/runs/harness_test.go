@@ -95,7 +95,7 @@ var (
 	wsCaller   = auth.Caller{Token: auth.Token{Level: auth.Workspace, Workspace: "acme"}}
 )
 
-func setup(t testing.TB, open opener) *env {
+func setup(t testing.TB, open opener, opts ...func(*app.Config)) *env {
 	t.Helper()
 	clock := molt.NewManualClock(epoch)
 	ids := &molt.SortableIDs{Clock: clock}
@@ -110,6 +110,9 @@ func setup(t testing.TB, open opener) *env {
 	cm := &ctlModel{inner: offlineevo.New()}
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(),
 		Runs: runs.Config{HeartbeatEvery: time.Hour}}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	a := app.New(cfg, app.Deps{Store: st, Blobs: bl, Queue: q, Local: q, Clock: clock, IDs: ids, Model: cm},
 		slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -153,7 +153,7 @@ func (m *ctlModel) count() int {
 // harness is an App on the local backend (SQLite file, in-process queues), a
 // manual clock and a controllable model.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	app   *app.App
 	store *countingStore
 	clock *molt.ManualClock
@@ -169,7 +169,7 @@ type options struct {
 	clock *molt.ManualClock // default a new manual clock
 }
 
-func newHarness(t *testing.T, o options) *harness {
+func newHarness(t testing.TB, o options) *harness {
 	t.Helper()
 	clock := o.clock
 	if clock == nil {
@@ -338,7 +338,7 @@ func (h *harness) waitFor(what string, cond func() bool) {
 }
 
 // httpDo sends one request to a running server.
-func httpDo(t *testing.T, method, url, token, body string, header ...string) (int, http.Header, []byte) {
+func httpDo(t testing.TB, method, url, token, body string, header ...string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -359,7 +359,7 @@ func httpDo(t *testing.T, method, url, token, body string, header ...string) (in
 	return resp.StatusCode, resp.Header, b
 }
 
-func decode[T any](t *testing.T, b []byte) T {
+func decode[T any](t testing.TB, b []byte) T {
 	t.Helper()
 	var v T
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&v); err != nil {

@@ -85,6 +85,13 @@ func TestMessagePostedDuringTurnIsAnsweredAfterIt(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("t1: %v", err)
 	}
+	// t3's wake-up arrives before t2's (a tick re-sends both, say): t3 waits.
+	if err := h.app.Chat.Handle(h.ctx, queue.Message{Kind: "turn", ID: t3.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := h.turn(t3.ID); it.Status != work.StatusPending || it.Attempts != 0 {
+		t.Fatalf("t3 ran before t2: %s attempts %d", it.Status, it.Attempts)
+	}
 	h.mustDrain() // t1 woke t2, t2 woke t3
 	msgs := h.messages(s.ID)
 	if got := roles(msgs); got != "user user user assistant assistant assistant" {

@@ -159,7 +159,7 @@ func (s *Service) mergeWithAgent(ctx context.Context, ws, language string, paths
 		for _, f := range src.patch.Files {
 			for _, p := range paths {
 				if f.Path == p {
-					mp.Files = append(mp.Files, f)
+					mp.Files = append(mp.Files, evolution.PatchFile{Path: p, Content: rebase(src, p, f.Content, live)})
 				}
 			}
 		}
@@ -181,6 +181,23 @@ func (s *Service) mergeWithAgent(ctx context.Context, ws, language string, paths
 		out[f.Path] = f.Content
 	}
 	return out, m.Notes, nil
+}
+
+// rebase returns a run's version of path re-applied onto the live content when
+// the surface moved since the run drafted it: a line-wise three-way union of the
+// run's base, the live content and the run's version (evolution.UnionMerge), so
+// the agent is shown the run's change on top of what is live now rather than a
+// version that silently drops the edits made since. Unchanged otherwise.
+func rebase(src sourceRun, path, version string, live map[string]string) string {
+	if src.base == nil {
+		return version
+	}
+	base, had := src.base[path]
+	cur, exists := live[path]
+	if had == exists && base == cur {
+		return version
+	}
+	return evolution.UnionMerge(base, []string{cur, version})
 }
 
 func writes(p evolution.Patch, path string) bool {

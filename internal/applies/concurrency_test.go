@@ -33,7 +33,7 @@ func TestOneApplyPerWorkspace(t *testing.T) {
 		for i := range 8 {
 			rule := fmt.Sprintf("rule number %d", i)
 			_, id := e.approve(runSpec{ws: "acme", files: map[string]string{
-				"INSTRUCTIONS.md":                  offlineevo.AddRule(base, rule),
+				"INSTRUCTIONS.md":                   offlineevo.AddRule(base, rule),
 				fmt.Sprintf("prompts/all/%d.md", i): rule}})
 			wsOf[id], ids = "acme", append(ids, id)
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +97,18 @@ type env struct {
 	crashes []crashRule
 	onStep  func(step, id string) error
 	low     map[string]bool // runs whose regression score is low
+	model   *countModel
+}
+
+// countModel counts model calls.
+type countModel struct {
+	model.Model
+	calls atomic.Int64
+}
+
+func (m *countModel) Generate(ctx context.Context, req model.Request) (model.Response, error) {
+	m.calls.Add(1)
+	return m.Model.Generate(ctx, req)
 }
 
 type crashRule struct {
@@ -117,7 +130,8 @@ func setup(t testing.TB, open opener) *env {
 	}
 	t.Cleanup(func() { _ = dir.Close() })
 	e := &env{t: t, store: st, blobs: &countBlobs{Store: dir}, q: memqueue.New(), clock: clock, ids: ids, low: map[string]bool{}}
-	m := offline.New(e.lowScore, offlineevo.Handle)
+	m := &countModel{Model: offline.New(e.lowScore, offlineevo.Handle)}
+	e.model = m
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(),
 		Runs: runs.Config{HeartbeatEvery: time.Hour}, Applies: applies.Config{Crash: e.crash}}
 	e.app = app.New(cfg, app.Deps{Store: st, Blobs: e.blobs, Queue: e.q, Local: e.q, Clock: clock, IDs: ids, Model: m},
@@ -450,8 +464,9 @@ func wantReason(t testing.TB, err error, reason string) *molt.Error {
 // countStore counts store requests by method.
 type countStore struct {
 	store.Store
-	mu     sync.Mutex
-	counts map[string]int
+	mu      sync.Mutex
+	counts  map[string]int
+	failPut func(workspace.File) error
 }
 
 func (s *countStore) count(name string) {
@@ -486,7 +501,22 @@ func (s *countStore) ListItems(ctx context.Context, q work.ListQuery) (page.Page
 }
 func (s *countStore) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
 	s.count("PutFile")
+	s.mu.Lock()
+	fail := s.failPut
+	s.mu.Unlock()
+	if fail != nil {
+		if err := fail(f); err != nil {
+			return workspace.File{}, err
+		}
+	}
 	return s.Store.PutFile(ctx, f)
+}
+
+// setFailPut makes PutFile fail with f's error (nil f: no failures).
+func (s *countStore) setFailPut(f func(workspace.File) error) {
+	s.mu.Lock()
+	s.failPut = f
+	s.mu.Unlock()
 }
 func (s *countStore) GetFile(ctx context.Context, ws, p string) (workspace.File, error) {
 	s.count("GetFile")

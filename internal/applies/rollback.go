@@ -107,6 +107,9 @@ func (s *Service) Rollback(ctx context.Context, id string, force bool) (Rollback
 	}
 	ctx = context.WithoutCancel(ctx) // from here, finish or end the rollback item
 	res, err := s.rollback(ctx, rc, id, force)
+	if isCrash(err) {
+		return RollbackResult{}, err
+	}
 	if err != nil {
 		reason := molt.ErrorReason(err)
 		if reason == "" {
@@ -205,6 +208,9 @@ type plan struct {
 }
 
 func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force bool) (RollbackResult, error) {
+	if err := s.crash("rollback:claimed", id); err != nil {
+		return RollbackResult{}, err
+	}
 	// Under the lock: check again, then nothing can change the apply's state.
 	it, d, err := s.Get(ctx, id)
 	if err != nil {
@@ -294,7 +300,10 @@ func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force 
 			}
 		}
 	}
-	for _, p := range plans {
+	for k, p := range plans {
+		if err := s.crash(fmt.Sprintf("rollback:file:%d", k), id); err != nil {
+			return RollbackResult{}, err
+		}
 		rf := RollbackFile{Rel: p.f.Rel, Kind: p.f.Kind, State: p.state, Action: ActionSkipped}
 		if p.state != StateReverted {
 			if err := hb.beat(ctx); err != nil {

@@ -68,8 +68,10 @@ type Config struct {
 	RetentionEvery time.Duration
 	// Crash, when set, is called after each step of the worker with the step's
 	// name ("claim", "merge", "regress", "preflight", "checkpoint", "publish:<k>",
-	// "published", "takeover") and the apply's id; an error stops the worker
-	// right there, writing nothing more, as if its process had died. Tests only.
+	// "published", "takeover"; a rollback's "rollback:claimed" and
+	// "rollback:file:<k>" before its k-th file) and the apply's id; an error
+	// stops the worker or rollback right there, writing nothing more, as if its
+	// process had died. Tests only.
 	Crash func(step, applyID string) error
 }
 

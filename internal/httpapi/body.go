@@ -32,12 +32,15 @@ func tooLarge(limit int64) error {
 }
 
 // readJSON reads a JSON body of at most s.maxBody bytes. A missing Content-Type is
-// accepted; a type that is clearly not JSON is 415. The raw bytes are returned for
-// the caller to decode strictly (molt.DecodeStrict).
+// accepted, and so is application/x-www-form-urlencoded, what `curl -d` sends by
+// default: the body must still be strict JSON, and bearer-token auth means a
+// browser form cannot forge such a request. Any other type that is not JSON is
+// 415. The raw bytes are returned for the caller to decode strictly
+// (molt.DecodeStrict).
 func (s *server) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "application/x-www-form-urlencoded") {
 			return nil, &molt.Error{Code: molt.EINVALID, Reason: reasonMediaType, Field: "Content-Type",
 				Message: "the request body must be application/json"}
 		}

@@ -435,6 +435,11 @@ func TestJSONBodies(t *testing.T) {
 		header: map[string]string{"Content-Type": "text/plain"}}), 415, "unsupported_media_type", "")
 	wantStatus(t, e.do(req{method: "PUT", path: "/api/workspaces/acme", token: e.full, body: `{}`,
 		header: map[string]string{"Content-Type": "application/json; charset=utf-8"}}), 200)
+	// curl -d's default type; the body is still strict JSON.
+	wantStatus(t, e.do(req{method: "PUT", path: "/api/workspaces/acme", token: e.full, body: `{}`,
+		header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}), 200)
+	wantProblem(t, e.do(req{method: "PUT", path: "/api/workspaces/acme", token: e.full, body: `description=x`,
+		header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}), 400, "invalid", "")
 
 	t.Run("oversize", func(t *testing.T) {
 		small := httpapi.New(httpapi.Config{Store: e.store, MaxBody: 64, Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})

@@ -1,0 +1,166 @@
+package applies_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/molt-dev/molt/internal/applies"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+const day = 24 * time.Hour
+
+// TestRetention: 14 days after an apply or run is terminal its artifacts are
+// zipped into one archive and archived_at is set (an apply also gets its TTL);
+// active rows and rollback snapshots are not archived, and an archived applied
+// apply can still be rolled back. 30 days after archived_at the archive, the
+// snapshot and the row are purged.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		e.put("acme", "INSTRUCTIONS.md", "v1")
+		run, id := e.approve(runSpec{files: map[string]string{"INSTRUCTIONS.md": "v2"}})
+		failedRun, failedID := e.approve(runSpec{files: map[string]string{"INDEX.md": "x"}})
+		e.mu.Lock()
+		e.low[failedRun] = true
+		e.mu.Unlock()
+		e.drainOK()
+		e.wantStatus(work.KindApply, id, applies.StatusApplied)
+		e.wantStatus(work.KindApply, failedID, applies.StatusFailed)
+		// A pending apply (its workspace's worker never came) and its approved
+		// run are active: never archived.
+		pendingRun, pendingID := e.approve(runSpec{ws: "beta", files: map[string]string{"INDEX.md": "x"}})
+		e.receive(work.KindApply)
+
+		e.clock.Advance(13 * day)
+		if res, err := e.svc.RetainNow(e.ctx); err != nil || res.Archived != 0 {
+			t.Fatalf("retain at 13 days = %+v %v, want nothing archived", res, err)
+		}
+		e.clock.Advance(day + time.Hour)
+		res, err := e.svc.RetainNow(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The applied apply and its run, the failed apply. Not: the failed
+		// apply's run (approved), the pending apply and its run.
+		if res.Archived != 3 {
+			t.Fatalf("archived %d, want 3", res.Archived)
+		}
+		now := e.clock.Now()
+		for _, a := range []string{id, failedID} {
+			it := e.item(work.KindApply, a)
+			if at := applies.ArchivedAt(it); at == nil || !at.Equal(now) {
+				t.Fatalf("apply %s archived_at %v", a, at)
+			}
+			if want := now.Add(32 * day).Truncate(time.Second); !it.ExpiresAt.Equal(want) {
+				t.Fatalf("apply %s expires at %v, want %v (purge + grace)", a, it.ExpiresAt, want)
+			}
+		}
+		entries, err := e.svc.ReadArchive(e.ctx, work.KindApply, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := entries["applies/"+id+"/attempt-1/merge.json"]; !ok {
+			t.Fatalf("apply archive holds %v", keys(entries))
+		}
+		if left, _ := e.blobs.List(e.ctx, "applies/"+id+"/attempt-"); len(left) != 0 {
+			t.Fatalf("attempt artifacts left after archiving: %v", left)
+		}
+		if _, ok := e.blob("applies/" + id + "/MANIFEST.json"); !ok {
+			t.Fatal("the rollback snapshot was archived")
+		}
+		if _, ok := e.blob("applies/" + id + "/before/INSTRUCTIONS.md"); !ok {
+			t.Fatal("the rollback backup was archived")
+		}
+		runEntries, err := e.svc.ReadArchive(e.ctx, work.KindRun, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := runEntries[runs.AttemptKey(run, 1, runs.ArtifactPatch)]; !ok {
+			t.Fatalf("run archive holds %v", keys(runEntries))
+		}
+		if left, _ := e.blobs.List(e.ctx, runs.Prefix(run)); len(left) != 0 {
+			t.Fatalf("run artifacts left: %v", left)
+		}
+		// Archived runs are listed by view=archived, and only there.
+		arch, err := e.app.Runs.List(e.ctx, runs.ListQuery{Archived: true, Page: page.Query{Limit: 50}})
+		if err != nil || len(arch.Items) != 1 || arch.Items[0].ID != run {
+			t.Fatalf("archived runs %+v (%v)", arch.Items, err)
+		}
+		for _, r := range []string{failedRun, pendingRun} {
+			if applies.ArchivedAt(e.item(work.KindRun, r)) != nil {
+				t.Fatalf("active run %s archived", r)
+			}
+		}
+		if applies.ArchivedAt(e.item(work.KindApply, pendingID)) != nil {
+			t.Fatal("a pending apply was archived")
+		}
+		// Nothing more to do on the next pass.
+		if res, _ := e.svc.RetainNow(e.ctx); res.Archived+res.Purged != 0 {
+			t.Fatalf("second pass %+v", res)
+		}
+		// The snapshot is kept: the archived apply rolls back.
+		if _, err := e.svc.Rollback(e.ctx, id, false); err != nil {
+			t.Fatalf("rollback of an archived apply: %v", err)
+		}
+		if got := e.files("acme")["INSTRUCTIONS.md"]; got != "v1" {
+			t.Fatalf("INSTRUCTIONS.md = %q after rollback", got)
+		}
+
+		e.clock.Advance(29 * day)
+		if res, _ := e.svc.RetainNow(e.ctx); res.Purged != 0 {
+			t.Fatalf("purged %d before 30 days", res.Purged)
+		}
+		e.clock.Advance(day)
+		res, err = e.svc.RetainNow(e.ctx)
+		if err != nil || res.Purged != 3 {
+			t.Fatalf("purge = %+v %v, want 3 purged", res, err)
+		}
+		for _, k := range []struct {
+			kind work.Kind
+			id   string
+		}{{work.KindApply, id}, {work.KindApply, failedID}, {work.KindRun, run}} {
+			if _, err := e.store.GetItem(e.ctx, k.kind, k.id); molt.ErrorCode(err) != molt.ENOTFOUND {
+				t.Fatalf("%s %s still there: %v", k.kind, k.id, err)
+			}
+		}
+		for _, p := range []string{"applies/" + id + "/", "runs/" + run + "/", "archive/apply-" + id, "archive/run-" + run} {
+			if left, _ := e.blobs.List(e.ctx, p); len(left) != 0 {
+				t.Fatalf("%s left after the purge: %v", p, left)
+			}
+		}
+		// Active rows stay, whatever their age.
+		e.item(work.KindApply, pendingID)
+		e.item(work.KindRun, pendingRun)
+		e.item(work.KindRun, failedRun)
+		// The rollback item was archived with the rest and goes too.
+		pg, _ := e.store.ListItems(e.ctx, work.ListQuery{Kind: applies.KindRollback, Page: page.Query{Limit: 10}})
+		if len(pg.Items) != 1 || applies.ArchivedAt(pg.Items[0]) == nil {
+			t.Fatalf("rollback items %+v", pg.Items)
+		}
+
+		// The tick runs retention at most once per hour in one process.
+		if r, err := e.svc.Retain(e.ctx); err != nil || r.Skipped {
+			t.Fatalf("first Retain %+v %v", r, err)
+		}
+		if r, _ := e.svc.Retain(e.ctx); !r.Skipped {
+			t.Fatal("second Retain within the hour ran")
+		}
+		e.clock.Advance(time.Hour)
+		if r, _ := e.svc.Retain(e.ctx); r.Skipped {
+			t.Fatal("Retain an hour later skipped")
+		}
+	})
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

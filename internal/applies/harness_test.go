@@ -467,6 +467,26 @@ type countStore struct {
 	mu      sync.Mutex
 	counts  map[string]int
 	failPut func(workspace.File) error
+	changed chan struct{} // closed at every write
+}
+
+// changes returns a channel closed at the next write.
+func (s *countStore) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+func (s *countStore) signal() {
+	s.mu.Lock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	s.mu.Unlock()
 }
 
 func (s *countStore) count(name string) {
@@ -489,6 +509,7 @@ func (s *countStore) reset() map[string]int {
 
 func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
 	s.count("Commit")
+	defer s.signal()
 	return s.Store.Commit(ctx, ops...)
 }
 func (s *countStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
@@ -509,6 +530,7 @@ func (s *countStore) PutFile(ctx context.Context, f workspace.File) (workspace.F
 			return workspace.File{}, err
 		}
 	}
+	defer s.signal()
 	return s.Store.PutFile(ctx, f)
 }
 

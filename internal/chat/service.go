@@ -83,8 +83,35 @@ func New(d Deps, cfg Config) *Service {
 // Config returns the runtime's configuration, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
 
-// Policy is the turn kind's claim policy for the tick.
-func (s *Service) Policy() work.Policy { return s.cfg.Policy() }
+// Policy is the turn kind's claim policy for the tick. A turn the tick times out
+// (its workers kept dying) gets one system line in the same write, so the session
+// says why no reply came.
+func (s *Service) Policy() work.Policy {
+	p := s.cfg.Policy()
+	p.OnExpire = s.expireOps
+	return p
+}
+
+// TimeoutNotice is the system line of a turn the tick timed out.
+const TimeoutNotice = "No reply: the turn's workers stopped answering and its attempts are spent. Please try again."
+
+// expireOps appends the timeout notice to the turn's session; nothing when the
+// session is gone (the turn still ends).
+func (s *Service) expireOps(ctx context.Context, it work.Item) ([]work.Op, error) {
+	d, err := ParseTurnData(it.Data)
+	if err != nil {
+		return nil, nil
+	}
+	sess, err := s.store.GetSession(ctx, d.SessionID)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []work.Op{session.AppendMessage{Message: session.Message{SessionID: sess.ID, Seq: sess.NextSeq,
+		Role: session.RoleSystem, Text: TimeoutNotice, TurnID: it.ID, CreatedAt: s.clock.Now()}}}, nil
+}
 
 // Tools returns the tool registry; register tools before the first turn runs.
 func (s *Service) Tools() *Tools { return s.tools }

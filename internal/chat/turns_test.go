@@ -225,6 +225,41 @@ func TestWorkerKilledAfterModelAnswered(t *testing.T) {
 	}
 }
 
+// TestTickTimeoutNotice: a turn whose workers keep dying is timed out by the tick
+// with exactly one system line in the same write.
+func TestTickTimeoutNotice(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{cfg: chat.Config{MaxAttempts: 2, BeforeCommit: func(chat.TurnContext) error {
+		return errors.New("killed")
+	}}})
+	s := h.session()
+	turn := h.post(s.ID, "hello")
+	for attempt := 1; attempt <= 2; attempt++ {
+		if errs := h.drain(); len(errs) != 1 {
+			t.Fatalf("attempt %d: handler errors = %v, want the kill", attempt, errs)
+		}
+		h.clock.Advance(h.app.Chat.Config().Timeout + time.Second)
+		res := h.tick()
+		if attempt == 1 && res.Requeued != 1 || attempt == 2 && res.Expired != 1 {
+			t.Fatalf("attempt %d: tick = %+v", attempt, res)
+		}
+	}
+	it, _ := h.turn(turn.ID)
+	if it.Status != work.StatusTimeout || it.Active {
+		t.Fatalf("turn is %s, want timeout", it.Status)
+	}
+	msgs := h.messages(s.ID)
+	if got := roles(msgs); got != "user system" || msgs[1].Text != chat.TimeoutNotice || msgs[1].TurnID != turn.ID {
+		t.Fatalf("log = %q (%+v), want one timeout notice", got, msgs)
+	}
+	if res := h.tick(); res.Expired != 0 {
+		t.Fatalf("second tick expired again: %+v", res)
+	}
+	if got := roles(h.messages(s.ID)); got != "user system" {
+		t.Fatalf("log after another tick = %q", got)
+	}
+}
+
 func TestStaleWorkerWritesNothing(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})

@@ -75,7 +75,7 @@ type Message struct {
 	Text        string          `json:"text"`
 	ToolCalls   json.RawMessage `json:"tool_calls,omitempty"`   // JSON array, role assistant
 	ToolResults json.RawMessage `json:"tool_results,omitempty"` // JSON array, role tool
-	TurnID      string          `json:"turn_id,omitempty"`      // the turn that wrote it (assistant, tool)
+	TurnID      string          `json:"turn_id,omitempty"`      // assistant, tool, system: the turn that wrote it; user: the turn that answers it
 	CreatedAt   time.Time       `json:"created_at"`
 }
 

@@ -250,11 +250,51 @@ type runSpec struct {
 // and apply ids.
 func (e *env) approve(r runSpec) (string, string) {
 	e.t.Helper()
+	ids := e.approveAll(r)
+	return ids[0], ids[1]
+}
+
+// approveAll is approve with several runs in one apply: the first spec's
+// workspace and approver, the runs in order. It returns the run ids, then the
+// apply's.
+func (e *env) approveAll(specs ...runSpec) []string {
+	e.t.Helper()
+	applyID := e.ids.NewID()
+	var ops []work.Op
+	var runIDs []string
+	for _, r := range specs {
+		op, id := e.seedRun(r, specs[0].auto, applyID)
+		ops, runIDs = append(ops, op), append(runIDs, id)
+	}
+	r := specs[0]
+	if r.ws == "" {
+		r.ws = "acme"
+	}
+	by := runs.ApprovedByReviewer
+	if r.auto {
+		by = runs.ApprovedByAuto
+	}
+	now := e.clock.Now()
+	ad, _ := json.Marshal(runs.ApplyData{Workspace: r.ws, Runs: runIDs, ApprovedBy: by})
+	ap := work.Item{Kind: work.KindApply, ID: applyID, Workspace: r.ws, LockKey: runs.ApplyLockKey(r.ws),
+		Status: work.StatusPending, Data: ad, CreatedAt: now, UpdatedAt: now, OpID: e.ids.NewID()}
+	if err := e.store.Commit(e.ctx, append(ops, work.CreateItem{Item: ap})...); err != nil {
+		e.t.Fatalf("seed runs and apply: %v", err)
+	}
+	if err := e.q.Send(e.ctx, queue.Message{Kind: string(work.KindApply), ID: applyID}); err != nil {
+		e.t.Fatal(err)
+	}
+	return append(runIDs, applyID)
+}
+
+// seedRun writes an approved run's artifacts and returns the op creating it.
+func (e *env) seedRun(r runSpec, auto bool, applyID string) (work.Op, string) {
+	e.t.Helper()
 	if r.ws == "" {
 		r.ws = "acme"
 	}
 	now := e.clock.Now()
-	runID, applyID := e.ids.NewID(), e.ids.NewID()
+	runID := e.ids.NewID()
 	p := evolution.Patch{Deletes: r.deletes, Rationale: "because the session showed it",
 		TestScenario: evolution.TestScenario{Description: "answers well", Message: "Introduce yourself."}}
 	var paths []string
@@ -282,7 +322,7 @@ func (e *env) approve(r runSpec) (string, string) {
 		e.t.Fatal(err)
 	}
 	by := runs.ApprovedByReviewer
-	if r.auto {
+	if auto {
 		by = runs.ApprovedByAuto
 	}
 	score := offlineevo.Score
@@ -290,18 +330,9 @@ func (e *env) approve(r runSpec) (string, string) {
 		SourceAccess: "full", CreatedAt: now, ApprovedBy: by, LatestApply: applyID, Applies: []string{applyID},
 		Result: &runs.Result{Attempt: 1, Patch: &runs.PatchSummary{Files: paths, TestScenario: p.TestScenario, Rationale: p.Rationale},
 			Score: &score, Observation: "users keep asking for French", HasObservation: true}}
-	ad, _ := json.Marshal(runs.ApplyData{Workspace: r.ws, Runs: []string{runID}, ApprovedBy: by})
 	run := work.Item{Kind: work.KindRun, ID: runID, Workspace: r.ws, Status: runs.StatusApproved, Attempts: 1,
 		Data: rd.Encode(), CreatedAt: now, UpdatedAt: now, OpID: e.ids.NewID()}
-	ap := work.Item{Kind: work.KindApply, ID: applyID, Workspace: r.ws, LockKey: runs.ApplyLockKey(r.ws),
-		Status: work.StatusPending, Data: ad, CreatedAt: now, UpdatedAt: now, OpID: e.ids.NewID()}
-	if err := e.store.Commit(e.ctx, work.CreateItem{Item: run}, work.CreateItem{Item: ap}); err != nil {
-		e.t.Fatalf("seed run and apply: %v", err)
-	}
-	if err := e.q.Send(e.ctx, queue.Message{Kind: string(work.KindApply), ID: applyID}); err != nil {
-		e.t.Fatal(err)
-	}
-	return runID, applyID
+	return work.CreateItem{Item: run}, runID
 }
 
 // receive takes every visible wake-up of kind off its queue.

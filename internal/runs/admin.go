@@ -13,6 +13,7 @@ import (
 	"github.com/molt-dev/molt/internal/evolution"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -71,16 +72,37 @@ type Detail struct {
 	PatchMD string      `json:"patch_md,omitempty"`
 	Logs    []LogEntry  `json:"logs"`
 	Applies []ApplyView `json:"applies"`
+	// AutoApply is the auto-apply banner, shown at level L2 and above: the
+	// level, score and the files the run's auto apply effectively changed, or
+	// the reason it was not applied automatically.
+	AutoApply *AutoApplyBanner `json:"auto_apply,omitempty"`
+}
+
+// AutoApplyBanner is the auto-apply outcome of a run, for the run's detail at
+// L2+. Applied is true when an auto apply of the run published it (it may have
+// been rolled back since: ApplyStatus says). Otherwise Reason is why not: the
+// first failing gate of the verdict, or the auto apply's own failure (e.g.
+// auto_recheck:level); empty while an auto apply is still in flight.
+type AutoApplyBanner struct {
+	Level       string           `json:"level"`
+	Applied     bool             `json:"applied"`
+	Apply       string           `json:"apply,omitempty"`
+	ApplyStatus string           `json:"apply_status,omitempty"`
+	Score       *evolution.Score `json:"score,omitempty"`
+	Files       []string         `json:"files,omitempty"`
+	Reason      string           `json:"reason,omitempty"`
 }
 
 // ApplyView is one apply of a run.
 type ApplyView struct {
-	ID         string    `json:"id"`
-	Status     string    `json:"status"`
-	Reason     string    `json:"reason,omitempty"`
-	ApprovedBy string    `json:"approved_by,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason,omitempty"`
+	ApprovedBy string `json:"approved_by,omitempty"`
+	// Published lists the files the apply effectively changed (set once applied).
+	Published []string  `json:"published,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func view(it work.Item, d Data) View {
@@ -196,12 +218,54 @@ func (s *Service) Get(ctx context.Context, id string) (Detail, error) {
 		if err != nil {
 			return Detail{}, fmt.Errorf("read apply %s: %w", d.Applies[i], err)
 		}
-		var ad ApplyData
+		var ad appliedData
 		_ = json.Unmarshal(ap.Data, &ad)
 		det.Applies = append(det.Applies, ApplyView{ID: ap.ID, Status: string(ap.Status), Reason: ap.Reason,
-			ApprovedBy: ad.ApprovedBy, CreatedAt: ap.CreatedAt, UpdatedAt: ap.UpdatedAt})
+			ApprovedBy: ad.ApprovedBy, Published: ad.Published, CreatedAt: ap.CreatedAt, UpdatedAt: ap.UpdatedAt})
 	}
+	st, err := s.store.GetSettings(ctx)
+	if err != nil {
+		return Detail{}, fmt.Errorf("read settings: %w", err)
+	}
+	det.AutoApply = banner(st.Evolution.Level, d, det.Applies)
 	return det, nil
+}
+
+// appliedData is the part of an apply's Data (internal/applies) the run's
+// detail shows.
+type appliedData struct {
+	ApprovedBy string   `json:"approved_by"`
+	Published  []string `json:"published"`
+}
+
+// banner is the auto-apply banner of a run at level L2 or L3 (nil below, or
+// before the run has a verdict).
+func banner(level string, d Data, applies []ApplyView) *AutoApplyBanner {
+	if level != settings.L2 && level != settings.L3 {
+		return nil
+	}
+	b := &AutoApplyBanner{Level: level}
+	if d.Result != nil {
+		b.Score = d.Result.Score
+	}
+	for _, ap := range applies { // newest first
+		if ap.ApprovedBy != ApprovedByAuto {
+			continue
+		}
+		b.Apply, b.ApplyStatus = ap.ID, ap.Status
+		switch ap.Status {
+		case "applied", "rolled_back":
+			b.Applied, b.Files = true, ap.Published
+		case "failed", "timeout":
+			b.Reason = ap.Reason
+		}
+		return b
+	}
+	if d.Result == nil || d.Result.Verdict == nil {
+		return nil
+	}
+	b.Reason = d.Result.Verdict.Reason
+	return b
 }
 
 // Approve is a reviewer's approval: awaiting_review → approved and a pending

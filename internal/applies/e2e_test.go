@@ -257,6 +257,21 @@ func TestServeEndToEnd(t *testing.T) {
 	if v := a.want(http.StatusOK, "GET", "/api/evolution/applies/"+ap3, full, ""); v["notified_at"] == nil {
 		t.Fatalf("notified_at missing: %v", v)
 	}
+	// At L2 the run's detail carries the auto-apply banner: applied, with the
+	// files and score; a run that was not applied automatically, its reason.
+	d := a.want(http.StatusOK, "GET", "/api/evolution/runs/"+r3, full, "")
+	b, _ := d["auto_apply"].(map[string]any)
+	if b == nil || b["applied"] != true || b["level"] != "L2" || !sameList(b["files"], "INSTRUCTIONS.md") || b["score"] == nil ||
+		b["apply"] != ap3 {
+		t.Fatalf("banner of an auto-applied run: %v", d["auto_apply"])
+	}
+	if aps := d["applies"].([]any); !sameList(aps[0].(map[string]any)["published"], "INSTRUCTIONS.md") {
+		t.Fatalf("run's applies %v", aps)
+	}
+	d = a.want(http.StatusOK, "GET", "/api/evolution/runs/"+r1, full, "")
+	if b, _ := d["auto_apply"].(map[string]any); b == nil || b["applied"] != false || b["reason"] != "level" {
+		t.Fatalf("banner of a reviewed run: %v", d["auto_apply"])
+	}
 	if it := e.item(work.KindApply, ap1); it.Status != "rolled_back" {
 		t.Fatalf("first apply %s", it.Status)
 	}

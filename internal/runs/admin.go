@@ -363,6 +363,10 @@ func (s *Service) retryable(ctx context.Context, it work.Item, d Data) error {
 		return molt.Conflict(CodeActive, "run %s is %s; it cannot be retried until it ends", it.ID, it.Status)
 	case it.Status == StatusApplied:
 		return molt.Conflict(CodeNotRetryable, "run %s is applied; roll its apply back before retrying", it.ID)
+	case d.ArchivedAt != nil:
+		// Retention zipped its artifacts, the session snapshot included: a new
+		// attempt would find nothing to draft from.
+		return molt.Conflict(CodeNotRetryable, "run %s is archived; start a new run with /evo", it.ID)
 	case it.Status == StatusApproved:
 		if d.LatestApply == "" {
 			return molt.Conflict(CodeNotRetryable, "run %s is approved and has no apply to judge", it.ID)

@@ -1,6 +1,7 @@
 package applies_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,12 @@ func TestRetention(t *testing.T) {
 		}
 		if got := e.files("acme")["INSTRUCTIONS.md"]; got != "v1" {
 			t.Fatalf("INSTRUCTIONS.md = %q after rollback", got)
+		}
+		// Its run is rolled back but archived: its snapshot is in the zip, so
+		// it cannot be retried.
+		_, err = e.app.Runs.Retry(e.ctx, run, "again")
+		if me := wantReason(t, err, runs.CodeNotRetryable); !strings.Contains(me.Message, "archived") {
+			t.Fatalf("retry of an archived run: %v", err)
 		}
 
 		e.clock.Advance(29 * day)

@@ -176,12 +176,6 @@ func (e *env) crashAt(step, apply string, times int) {
 	e.mu.Unlock()
 }
 
-func (e *env) noCrashes() {
-	e.mu.Lock()
-	e.crashes = nil
-	e.mu.Unlock()
-}
-
 // lowScore answers the __score__ agent with lint 40 for runs marked low.
 func (e *env) lowScore(req model.Request) (model.Response, bool) {
 	if id, _ := evolution.AgentFromSystem(req.System); id != evolution.AgentScore || len(req.Messages) == 0 {

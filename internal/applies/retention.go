@@ -35,18 +35,19 @@ type retained struct {
 	// the keys under it that are archived (the rest stays until purge).
 	prefix   func(id string) string
 	archived func(id, key string) bool
-	// ttl: the item's status can never become active again, so DynamoDB's TTL
-	// may delete it (as a backstop of the purge).
+	// ttl: an archived item never becomes active again, so DynamoDB's TTL may
+	// delete it (a backstop of the tick's purge).
 	ttl bool
 }
 
-// retainedKinds: runs (every artifact; a run in a retryable status is purged
-// by the tick only), applies (the attempt folders; the rollback snapshot stays
-// with the apply until it is purged) and rollback items (no artifacts).
+// retainedKinds: runs (every artifact; an archived run is not retryable, so it
+// never becomes active again), applies (the attempt folders; the rollback
+// snapshot stays with the apply until it is purged) and rollback items (no
+// artifacts).
 var retainedKinds = []retained{
 	{kind: work.KindRun, terminal: []work.Status{runApplied, runRolledBack, "rejected", "skipped", "failed", "timeout"},
 		prefix:   func(id string) string { return "runs/" + id + "/" },
-		archived: func(string, string) bool { return true }},
+		archived: func(string, string) bool { return true }, ttl: true},
 	{kind: work.KindApply, terminal: []work.Status{StatusApplied, StatusFailed, StatusTimeout, StatusRolledBack},
 		prefix: prefix, archived: isAttemptKey, ttl: true},
 	{kind: KindRollback, terminal: []work.Status{rollbackDone, rollbackFailed, work.StatusTimeout},

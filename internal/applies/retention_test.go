@@ -77,6 +77,9 @@ func TestRetention(t *testing.T) {
 		if _, ok := e.blob("applies/" + id + "/before/INSTRUCTIONS.md"); !ok {
 			t.Fatal("the rollback backup was archived")
 		}
+		if it := e.item(work.KindRun, run); !it.ExpiresAt.Equal(now.Add(32 * day).Truncate(time.Second)) {
+			t.Fatalf("run expires at %v", it.ExpiresAt)
+		}
 		runEntries, err := e.svc.ReadArchive(e.ctx, work.KindRun, run)
 		if err != nil {
 			t.Fatal(err)

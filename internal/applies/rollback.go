@@ -364,7 +364,7 @@ func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force 
 		ops := []work.Op{work.UpdateItem{Kind: work.KindApply, ID: id,
 			If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: cur.OpID},
 			Set: work.Set{Status: StatusRolledBack, Data: cd.Encode(), Reason: work.Ptr("rolled back"), UpdatedAt: s.now(), OpID: s.ids.NewID()}}}
-		runOps, err := s.runOps(ctx, cd.Runs, runApplied, runRolledBack, work.Ptr(time.Time{}))
+		runOps, err := s.runOps(ctx, cd.Runs, runApplied, runRolledBack, nil)
 		if err != nil {
 			return RollbackResult{}, err
 		}

@@ -443,8 +443,10 @@ func (e *env) lockFree(ws string) {
 	if h, err := e.store.LockHolder(e.ctx, applies.LockKey(ws)); err != nil || h != "" {
 		e.t.Fatalf("lock of %s held by %q (%v)", ws, h, err)
 	}
-	if n, err := e.store.ActiveCount(e.ctx, work.KindApply); err != nil || n != 0 {
-		e.t.Fatalf("apply slots = %d (%v), want 0", n, err)
+	for _, k := range []work.Kind{work.KindApply, applies.KindRollback} {
+		if n, err := e.store.ActiveCount(e.ctx, k); err != nil || n != 0 {
+			e.t.Fatalf("%s slots = %d (%v), want 0", k, n, err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,6 +288,47 @@ func TestRollback(t *testing.T) {
 			if got := f.files("acme"); !reflect.DeepEqual(got, want) {
 				t.Fatalf("workspace %v", got)
 			}
+		})
+	})
+	t.Run("concurrent rollbacks", func(t *testing.T) {
+		t.Parallel()
+		eachStore(t, func(t *testing.T, open opener) {
+			e := setup(t, open)
+			var ids []string
+			for _, p := range []string{"prompts/all/a.md", "prompts/all/b.md", "INDEX.md"} {
+				_, id := e.approve(runSpec{files: map[string]string{p: "x"}})
+				ids = append(ids, id)
+			}
+			e.drainOK()
+			// Each call either holds the workspace's lock for its whole rollback
+			// or is refused apply_in_flight; the refused one can run again.
+			for len(ids) > 0 {
+				errs := make([]error, len(ids))
+				var wg sync.WaitGroup
+				for i, id := range ids {
+					wg.Go(func() { _, errs[i] = e.svc.Rollback(e.ctx, id, false) })
+				}
+				wg.Wait()
+				var left []string
+				for i, err := range errs {
+					switch {
+					case err == nil:
+						e.wantStatus(work.KindApply, ids[i], applies.StatusRolledBack)
+					case molt.ErrorReason(err) == applies.CodeApplyInFlight:
+						left = append(left, ids[i])
+					default:
+						t.Fatalf("rollback %s: %v", ids[i], err)
+					}
+				}
+				if len(left) == len(ids) {
+					t.Fatal("every concurrent rollback was refused")
+				}
+				ids = left
+			}
+			if got := e.files("acme"); len(got) != 0 {
+				t.Fatalf("workspace after every rollback: %v", got)
+			}
+			e.lockFree("acme")
 		})
 	})
 	t.Run("unknown", func(t *testing.T) {

@@ -161,11 +161,12 @@ type TickResult struct {
 	Purged   int `json:"purged"`   // archived runs and applies purged
 }
 
-// Tick runs one tick: the maintenance pass over every kind (stale claims, lost
-// wake-ups, resumes), then the auto-apply notices, then retention (at most once
-// per applies.Config.RetentionEvery in this process). Every step is safe to run
-// in two ticks at once. A failed step does not stop the next; the first error is
-// returned.
+// Tick runs one tick: m's maintenance pass over every kind (stale claims, lost
+// wake-ups, resumes; m is App.Maintainer, built once per ticker), then the
+// auto-apply notices, then retention (at most once per
+// applies.Config.RetentionEvery in this process). Every step is safe to run in
+// two ticks at once. A failed step does not stop the next; the errors are
+// returned joined.
 func (a *App) Tick(ctx context.Context, m *work.Maintainer) (TickResult, error) {
 	var res TickResult
 	var errs []error

@@ -4,8 +4,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/molt-dev/molt/internal/applies"
+	"github.com/molt-dev/molt/internal/evolution"
+	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/work"
 )
@@ -150,4 +153,82 @@ func TestAutoRecheck(t *testing.T) {
 			t.Fatalf("reason %q", it.Reason)
 		}
 	})
+}
+
+// TestModelFailures: an unavailable model gives the claim back (pending, the
+// attempt counted) for the tick to wake again, and the apply succeeds when the
+// model is back; when every attempt meets it, the apply fails with the model's
+// reason (an auto apply's run back to review). An unusable merge answer fails
+// the apply at once.
+func TestModelFailures(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		down := func(agent string) (model.Response, error, bool) {
+			if agent == evolution.AgentScore {
+				return model.Response{}, model.Fail(model.ReasonServerError, "down", nil), true
+			}
+			return model.Response{}, nil, false
+		}
+		e.model.setFail(down)
+		_, id := e.approve(runSpec{files: map[string]string{"INDEX.md": "x"}})
+		e.drainOK()
+		it := e.wantStatus(work.KindApply, id, applies.StatusPending)
+		if it.Reason != "model:server_error" || it.Attempts != 1 {
+			t.Fatalf("given back with reason %q at attempt %d", it.Reason, it.Attempts)
+		}
+		e.lockFree("acme")
+		e.model.setFail(nil)
+		e.clock.Advance(2 * time.Minute) // the tick re-sends a pending apply's wake-up after a minute
+		e.tick()
+		e.drainOK()
+		if it := e.wantStatus(work.KindApply, id, applies.StatusApplied); it.Attempts != 2 {
+			t.Fatalf("applied at attempt %d, want 2", it.Attempts)
+		}
+
+		e.settings(func(s *settingsT) { s.Evolution.Level = "L2" })
+		e.model.setFail(down)
+		run, auto := e.approve(runSpec{files: map[string]string{"prompts/all/a.md": "a"}, auto: true})
+		for range 3 {
+			e.drainOK()
+			e.clock.Advance(2 * time.Minute)
+			e.tick()
+		}
+		it = e.wantStatus(work.KindApply, auto, applies.StatusFailed)
+		if it.Reason != "model:server_error" || it.Attempts != 3 {
+			t.Fatalf("failed with %q at attempt %d", it.Reason, it.Attempts)
+		}
+		e.wantStatus(work.KindRun, run, runs.StatusAwaitingReview)
+
+		// Two runs writing one file differently: the agent's answer is garbage.
+		e.model.setFail(func(agent string) (model.Response, error, bool) {
+			if agent == evolution.AgentApply {
+				return model.Response{Text: "no json here"}, nil, true
+			}
+			return model.Response{}, nil, false
+		})
+		ids := e.approveAll(runSpec{files: map[string]string{"INDEX.md": "one"}}, runSpec{files: map[string]string{"INDEX.md": "two"}})
+		e.drainOK()
+		it = e.wantStatus(work.KindApply, ids[2], applies.StatusFailed)
+		if !strings.HasPrefix(it.Reason, applies.ReasonMergeFailed) {
+			t.Fatalf("reason %q", it.Reason)
+		}
+		e.wantStatus(work.KindRun, ids[0], runs.StatusApproved)
+		e.lockFree("acme")
+	})
+}
+
+// TestRunMissing: an apply whose run has lost its patch fails run_missing.
+func TestRunMissing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite)
+	run, id := e.approve(runSpec{files: map[string]string{"INDEX.md": "x"}})
+	if err := e.blobs.Delete(e.ctx, runs.AttemptKey(run, 1, runs.ArtifactPatch)); err != nil {
+		t.Fatal(err)
+	}
+	e.drainOK()
+	if it := e.wantStatus(work.KindApply, id, applies.StatusFailed); !strings.HasPrefix(it.Reason, applies.ReasonRunMissing) {
+		t.Fatalf("reason %q", it.Reason)
+	}
+	e.lockFree("acme")
 }

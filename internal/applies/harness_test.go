@@ -100,15 +100,33 @@ type env struct {
 	model   *countModel
 }
 
-// countModel counts model calls.
+// countModel counts model calls; fail, when set, may refuse a call.
 type countModel struct {
 	model.Model
 	calls atomic.Int64
+	mu    sync.Mutex
+	fail  func(agent string) (model.Response, error, bool)
 }
 
 func (m *countModel) Generate(ctx context.Context, req model.Request) (model.Response, error) {
 	m.calls.Add(1)
+	m.mu.Lock()
+	fail := m.fail
+	m.mu.Unlock()
+	if fail != nil {
+		agent, _ := evolution.AgentFromSystem(req.System)
+		if resp, err, ok := fail(agent); ok {
+			return resp, err
+		}
+	}
 	return m.Model.Generate(ctx, req)
+}
+
+// setFail makes the model answer agent's calls with f's (nil f: the offline model).
+func (m *countModel) setFail(f func(agent string) (model.Response, error, bool)) {
+	m.mu.Lock()
+	m.fail = f
+	m.mu.Unlock()
 }
 
 type crashRule struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/molt-dev/molt/internal/blob"
@@ -204,9 +205,10 @@ func (s *Service) runOps(ctx context.Context, ids []string, from, to work.Status
 }
 
 // wakeNext wakes pending applies after an apply of ws let go of the lock or a
-// slot: those of ws first (the lock), then a few others (the budget). Pending
-// applies that find the lock busy wait for this wake-up (or the tick's re-send).
-func (s *Service) wakeNext(ctx context.Context, ws string) {
+// slot: those of ws first (the lock), then a few others (the budget), but not
+// except (an apply given back waits for the tick). Pending applies that find
+// the lock busy wait for this wake-up (or the tick's re-send).
+func (s *Service) wakeNext(ctx context.Context, ws string, except ...string) {
 	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: work.KindApply, Status: StatusPending, Oldest: true,
 		Page: page.Query{Limit: 50}})
 	if err != nil {
@@ -215,6 +217,9 @@ func (s *Service) wakeNext(ctx context.Context, ws string) {
 	}
 	same, others := 0, 0
 	for _, it := range pg.Items {
+		if slices.Contains(except, it.ID) {
+			continue
+		}
 		mine := it.LockKey == LockKey(ws)
 		switch {
 		case mine && same < 2:

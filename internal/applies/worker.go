@@ -494,7 +494,8 @@ func (j *job) failRunning(ctx context.Context, reason string) error {
 }
 
 // giveBack returns a claimed apply to pending (the model is unavailable; the
-// attempt counts), for the tick to wake it again.
+// attempt counts), for the tick to wake it again (its re-send of pending
+// wake-ups, a minute later): waking it now would spend its attempts at once.
 func (j *job) giveBack(ctx context.Context, reason string) error {
 	s := j.s
 	ctx = context.WithoutCancel(ctx)
@@ -506,7 +507,7 @@ func (j *job) giveBack(ctx context.Context, reason string) error {
 		return err
 	}
 	s.log.InfoContext(ctx, "apply given back", slog.String("reason", reason))
-	s.wakeNext(ctx, j.d.Workspace)
+	s.wakeNext(ctx, j.d.Workspace, j.it.ID)
 	return nil
 }
 

@@ -26,6 +26,19 @@ const (
 	// VisibilityFactor: a queue's visibility timeout is at least this many times
 	// its consumer's timeout.
 	VisibilityFactor = 6
+	// DeadLetterRetention is how long (seconds) a dead-letter queue keeps a
+	// message: 14 days, the most SQS allows.
+	DeadLetterRetention = 14 * 24 * 60 * 60
+
+	// ArchivePrefix is the only artifact prefix a bucket lifecycle rule may
+	// expire: retention (internal/applies) zips a finished run's or apply's
+	// artifacts there and deletes the zip ArchivePurgeDays later. Everything else
+	// lives as long as its row: a run awaiting review, a rollback snapshot while
+	// its apply exists.
+	ArchivePrefix = "archive/"
+	// ArchivePurgeDays is when the tick purges an archive (applies.Config.PurgeAfter);
+	// a lifecycle expiry is a backstop and must not come earlier.
+	ArchivePurgeDays = 30
 )
 
 // Problem is one rule the repository breaks.

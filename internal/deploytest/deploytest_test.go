@@ -24,22 +24,8 @@ func TestRepository(t *testing.T) {
 	}
 }
 
-// TestWorkedExample uncomments the "#|" lines of template.yaml (a queue, its
-// dead-letter queue and alarm, and a worker) and checks the result, so the example
-// a new kind of work is copied from stays right.
-func TestWorkedExample(t *testing.T) {
-	t.Parallel()
-	problems, err := deploytest.Check(deploytest.Options{Root: write(t, example(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Error(p)
-	}
-}
-
-// TestCheckCatches breaks the worked example one rule at a time: each rule must
-// report the break.
+// TestCheckCatches breaks a copy of the repository one rule at a time: each rule
+// must report the break.
 func TestCheckCatches(t *testing.T) {
 	t.Parallel()
 	const tpl = "template.yaml"
@@ -94,6 +80,10 @@ func TestCheckCatches(t *testing.T) {
 			"RedrivePolicy.maxReceiveCount must be 5"},
 		{"no dead-letter queue", replace(tpl, "      RedrivePolicy:\n        deadLetterTargetArn: !GetAtt TurnDeadLetterQueue.Arn\n        maxReceiveCount: 5\n", "", 1),
 			"TurnQueue: no dead-letter queue"},
+		{"dead-letter retention", replace(tpl, "MessageRetentionPeriod: 1209600", "MessageRetentionPeriod: 345600", 1),
+			"TurnDeadLetterQueue: a dead-letter queue keeps messages 1209600 s"},
+		{"queue not encrypted", replace(tpl, "SqsManagedSseEnabled: true", "SqsManagedSseEnabled: false", 1),
+			"TurnQueue: not encrypted at rest"},
 		{"dead-letter queue without alarm", replace(tpl, "Value: !GetAtt TurnDeadLetterQueue.QueueName", "Value: !GetAtt TurnQueue.QueueName", 1),
 			"TurnDeadLetterQueue: dead-letter queue without an alarm"},
 		{"no partial batch failures", replace(tpl, "FunctionResponseTypes: [ReportBatchItemFailures]", "MaximumBatchingWindowInSeconds: 1", 1),
@@ -102,6 +92,38 @@ func TestCheckCatches(t *testing.T) {
 			"TurnQueue's VisibilityTimeout 900s is under 6 × the function's Timeout 900s"},
 		{"unconsumed queue", replace(tpl, "Queue: !GetAtt TurnQueue.Arn", "Queue: !GetAtt TurnDeadLetterQueue.Arn", 1),
 			"consumes TurnDeadLetterQueue, a dead-letter queue"},
+		{"missing worker function", cut(tpl, "  RunWorkerFunction:\n", "  # ---- applies"),
+			"functions/run-worker: no function in template.yaml declares it (want RunWorkerFunction)"},
+		{"worker without an SQS event source", replace(tpl, "          Type: SQS\n          Properties:\n            Queue: !GetAtt TurnQueue.Arn\n",
+			"          Type: Schedule\n          Properties:\n            Schedule: rate(1 minute)\n", 1),
+			"TurnWorkerFunction: a worker needs an SQS event source"},
+		{"worker woken by another kind's queue", replace(tpl, "MOLT_QUEUE_RUN: !Ref RunQueue", "MOLT_QUEUE_RUN: !Ref ApplyQueue", 1),
+			"RunWorkerFunction: consumes [RunQueue], but MOLT_QUEUE_RUN names ApplyQueue"},
+		{"worker nobody can wake", replace(tpl, "        MOLT_QUEUE_APPLY: !Ref ApplyQueue\n", "", 1),
+			"ApplyWorkerFunction: MOLT_QUEUE_APPLY is missing"},
+		{"queue variable without a worker", replace(tpl, "        MOLT_QUEUE_TURN: !Ref TurnQueue\n", "        MOLT_QUEUE_TURN: !Ref TurnQueue\n        MOLT_QUEUE_NAMING: !Ref TurnDeadLetterQueue\n", 1),
+			"MOLT_QUEUE_NAMING names a queue, but no NamingWorkerFunction consumes it"},
+		{"send to any queue", replace(tpl, "Resource:\n                - !GetAtt TurnQueue.Arn\n                - !GetAtt RunQueue.Arn\n                - !GetAtt ApplyQueue.Arn\n", "Resource: \"*\"\n", 1),
+			`ApiFunction Policies[0] Statement Wake: Resource "*" for sqs:SendMessage`},
+		{"any object of the bucket", replace(tpl, `- !Sub "${ArtifactsBucket.Arn}/runs/*"`, `- "*"`, 1),
+			`ApiFunction Policies[0] Statement ArtifactsRead: Resource "*" for s3:GetObject`},
+		{"model in every region without the profile condition", replace(tpl,
+			"                Condition:\n                  StringLike:\n                    bedrock:InferenceProfileArn: !Sub \"arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/*\"\n", "", 1),
+			"TurnWorkerFunction Policies[0] Statement ModelThroughProfile: Resource arn:${AWS::Partition}:bedrock:*::foundation-model/* needs a Condition on bedrock:InferenceProfileArn"},
+		{"more than invoking the model", replace(tpl, "- bedrock:InvokeModel # Converse", "- bedrock:CreateModelCustomizationJob", 1),
+			"bedrock:CreateModelCustomizationJob granted on arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/*: only"},
+		{"model for a function without one", replace(tpl, "            # Re-sends lost wake-ups and wakes requeued or resumed items, every kind.\n",
+			"            - Sid: Model\n              Effect: Allow\n              Action: [bedrock:InvokeModel]\n"+
+				"              Resource: !Sub \"arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/*\"\n", 1),
+			"TickerFunction Policies[0]: bedrock:InvokeModel granted to a function that configures no model (MOLT_MODEL)"},
+		{"Fn::If on an unknown condition", replace(tpl, "              - UseBedrock\n", "              - UseBedrok\n", 1),
+			"Fn::If on UseBedrok, which is not a condition of the template"},
+		{"lifecycle expires runs", replace(tpl, "Prefix: archive/", "Prefix: runs/", 1),
+			`lifecycle rule archives-after-purge: expires objects under "runs/"`},
+		{"lifecycle expires everything", replace(tpl, "            Prefix: archive/\n", "", 1),
+			`lifecycle rule archives-after-purge: expires objects under ""`},
+		{"lifecycle expires archives before the purge", replace(tpl, "ExpirationInDays: 32", "ExpirationInDays: 7", 1),
+			"ExpirationInDays 7 is before the tick's purge"},
 		{"ttl attribute", replace(tpl, "AttributeName: expires_at", "AttributeName: ttl", 1),
 			"TTL must be enabled on expires_at"},
 		{"point-in-time recovery", replace(tpl, "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: false", 1),
@@ -128,11 +150,19 @@ func TestCheckCatches(t *testing.T) {
 			t.Helper()
 			files["events/health.json"] = files["events/api-health.json"]
 		}, "events/health.json: name it <folder>-<case>.json"},
+		{"SQS event for a function without a queue", func(t *testing.T, files map[string]string) {
+			t.Helper()
+			files["events/api-wake.json"] = files["events/run-worker-wake.json"]
+		}, "events/api-wake.json: is an SQS event, but ApiFunction receives [API Gateway HTTP API (payload 2.0) request]"},
+		{"worker sample of another kind", func(t *testing.T, files map[string]string) {
+			t.Helper()
+			files["events/turn-worker-run.json"] = files["events/run-worker-wake.json"]
+		}, "events/turn-worker-run.json: no record is a turn wake-up"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			files := example(t)
+			files := repository(t)
 			tc.mutate(t, files)
 			// Only the Makefile cases run make: it is the slow part.
 			skipMake := !strings.Contains(tc.want, "make") && !strings.Contains(tc.want, "GOARCH")
@@ -150,6 +180,61 @@ func TestCheckCatches(t *testing.T) {
 				t.Log(p)
 			}
 		})
+	}
+}
+
+// TestGrants reads what the template grants each function, as functest checks
+// the calls a function makes against it.
+func TestGrants(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		fn, action, id, path string
+		want                 bool
+	}{
+		{"TurnWorkerFunction", "dynamodb:GetItem", "Table", "", true},
+		{"TurnWorkerFunction", "dynamodb:GetItem", "Table", "/index/gsi1", false},
+		{"TurnWorkerFunction", "dynamodb:BatchWriteItem", "Table", "", false},
+		{"TurnWorkerFunction", "s3:PutObject", "ArtifactsBucket", "/runs/01X/snapshot/meta.json", true},
+		{"TurnWorkerFunction", "s3:PutObject", "ArtifactsBucket", "/applies/01X/MANIFEST.json", false},
+		{"TurnWorkerFunction", "s3:GetObject", "ArtifactsBucket", "/runs/01X/snapshot/meta.json", false},
+		{"TurnWorkerFunction", "sqs:SendMessage", "RunQueue", "", true},
+		{"TurnWorkerFunction", "sqs:SendMessage", "ApplyQueue", "", false},
+		{"RunWorkerFunction", "dynamodb:Query", "Table", "/index/gsi2", true},
+		{"RunWorkerFunction", "dynamodb:DeleteItem", "Table", "", false},
+		{"ApplyWorkerFunction", "dynamodb:ConditionCheckItem", "Table", "", true},
+		{"ApplyWorkerFunction", "s3:ListBucket", "ArtifactsBucket", "", true},
+		{"ApplyWorkerFunction", "s3:ListBucket", "ArtifactsBucket", "/applies/x", false},
+		{"TickerFunction", "dynamodb:Query", "Table", "", false},
+		{"TickerFunction", "s3:PutObject", "ArtifactsBucket", "/archive/run-01X.zip", true},
+		{"TickerFunction", "s3:PutObject", "ArtifactsBucket", "/runs/01X/x", false},
+		{"ApiFunction", "s3:DeleteObject", "ArtifactsBucket", "/archive/apply-01X.zip", true},
+		{"ApiFunction", "sqs:SendMessage", "TurnDeadLetterQueue", "", false},
+	}
+	grants := map[string][]deploytest.Grant{}
+	for _, c := range cases {
+		if _, ok := grants[c.fn]; !ok {
+			g, err := deploytest.Grants(root, c.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grants[c.fn] = g
+		}
+		if got := deploytest.Allows(grants[c.fn], c.action, c.id, c.path); got != c.want {
+			t.Errorf("%s: %s on %s%s allowed = %v, want %v", c.fn, c.action, c.id, c.path, got, c.want)
+		}
+	}
+	// The model's statements are conditional (UseBedrock): never counted as granted.
+	for fn, gs := range grants {
+		for _, g := range gs {
+			for _, a := range g.Actions {
+				if strings.HasPrefix(a, "bedrock:") {
+					t.Errorf("%s: %s counted as always granted (statement %s)", fn, a, g.Sid)
+				}
+			}
+		}
+	}
+	if _, err := deploytest.Grants(root, "NoSuchFunction"); err == nil {
+		t.Error("Grants of an undeclared function: no error")
 	}
 }
 
@@ -200,21 +285,6 @@ func repository(t *testing.T) map[string]string {
 	return files
 }
 
-// example returns the repository with the worked example uncommented and its
-// worker's folder present.
-func example(t *testing.T) map[string]string {
-	t.Helper()
-	files := repository(t)
-	tpl := files["template.yaml"]
-	if strings.Count(tpl, "#| ") < 20 {
-		t.Fatal(`template.yaml has lost its worked example ("#|" lines)`)
-	}
-	tpl = strings.ReplaceAll(tpl, "#| ", "")
-	files["template.yaml"] = strings.ReplaceAll(tpl, "#|", "")
-	files["functions/turn-worker/main.go"] = "package main\n"
-	return files
-}
-
 func write(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -246,6 +316,20 @@ func add(file, content string) func(*testing.T, map[string]string) {
 	return func(t *testing.T, files map[string]string) {
 		t.Helper()
 		files[file] = content
+	}
+}
+
+// cut removes a file's text from the first from up to (not including) the next to.
+func cut(file, from, to string) func(*testing.T, map[string]string) {
+	return func(t *testing.T, files map[string]string) {
+		t.Helper()
+		s := files[file]
+		i := strings.Index(s, from)
+		j := strings.Index(s[max(i, 0):], to)
+		if i < 0 || j < 0 {
+			t.Fatalf("%s has no %q … %q to cut", file, from, to)
+		}
+		files[file] = s[:i] + s[i+j:]
 	}
 }
 

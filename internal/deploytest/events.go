@@ -109,7 +109,42 @@ func (c *checker) checkEvents() error {
 		}
 		if !slices.Contains(takes, shape) {
 			c.addf(where, "is an %s, but %s receives %v", shape, id, takes)
+			continue
+		}
+		if kind, ok := strings.CutSuffix(dir, "-worker"); ok && shape == ShapeSQS {
+			c.checkWakeUps(where, data, kind)
 		}
 	}
 	return nil
+}
+
+// checkWakeUps: a worker's SQS sample carries at least one wake-up
+// ({"kind","id"}, the body internal/queue parses) of the worker's kind and none of
+// another kind. Other bodies are allowed: a malformed record shows a partial
+// batch failure.
+func (c *checker) checkWakeUps(where string, data []byte, kind string) {
+	var ev events.SQSEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return // not an SQS event: reported by the shape check
+	}
+	mine := 0
+	for _, r := range ev.Records {
+		var m struct {
+			Kind string `json:"kind"`
+			ID   string `json:"id"`
+		}
+		d := json.NewDecoder(strings.NewReader(r.Body))
+		d.DisallowUnknownFields()
+		if d.Decode(&m) != nil || m.Kind == "" || m.ID == "" {
+			continue
+		}
+		if m.Kind != kind {
+			c.addf(where, "record %s wakes a %s, but this is the %s worker's sample", r.MessageId, m.Kind, kind)
+			continue
+		}
+		mine++
+	}
+	if mine == 0 {
+		c.addf(where, "no record is a %s wake-up ({\"kind\":%q,\"id\":…})", kind, kind)
+	}
 }

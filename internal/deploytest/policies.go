@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -21,35 +22,28 @@ var serviceResources = map[string][]string{
 
 // checkPolicies checks every function's Policies (which must be explicit policy
 // documents: no managed policies, no SAM policy templates, which grant more than
-// the code uses) and every IAM resource's statements.
+// the code uses) and every IAM resource's statements. Only functions that
+// configure a model (MOLT_MODEL) may be granted Bedrock actions.
 func (c *checker) checkPolicies() {
-	ids, _ := c.sortedFunctions()
+	ids, fns := c.sortedFunctions()
 	for _, id := range ids {
 		where := "template.yaml " + id
-		props := c.tpl.rawProps(id)
-		if _, ok := props["Role"]; ok {
+		if _, ok := c.tpl.rawProps(id)["Role"]; ok {
 			c.addf(where, "Role: give the function Policies instead, so its permissions are visible and checked here")
 		}
-		var docs []any
-		switch p := props["Policies"].(type) {
-		case nil:
-		case []any:
-			docs = p
-		default:
-			docs = []any{p}
-		}
-		for i, d := range docs {
-			w := fmt.Sprintf("%s Policies[%d]", where, i)
-			doc, ok := d.(map[string]any)
-			if !ok {
-				c.addf(w, "%v is a managed policy: write explicit statements", d)
+		_, hasModel := c.environment(fns[id])["MOLT_MODEL"]
+		for _, d := range c.policyDocs(id) {
+			c.checkStatements(d.where, d.doc["Statement"])
+			if hasModel {
 				continue
 			}
-			if _, ok := doc["Statement"]; !ok {
-				c.addf(w, "a SAM policy template (%v): write explicit statements with exact actions", sortedKeys(doc))
-				continue
+			for _, st := range c.statements(d.doc) {
+				for _, a := range strs(st["Action"]) {
+					if strings.HasPrefix(a, "bedrock:") {
+						c.addf(d.where, "%s granted to a function that configures no model (MOLT_MODEL)", a)
+					}
+				}
 			}
-			c.checkStatements(w, doc["Statement"])
 		}
 	}
 	res, _ := c.tpl.Raw["Resources"].(map[string]any)
@@ -69,52 +63,182 @@ func (c *checker) checkPolicies() {
 	}
 }
 
-// checkStatements checks the Allow statements of a policy document.
+// policyDoc is one policy document of a function's Policies.
+type policyDoc struct {
+	where string
+	doc   map[string]any
+	// conditional: under an Fn::If, so it may not apply.
+	conditional bool
+}
+
+// policyDocs returns a function's policy documents, reporting entries that are
+// not explicit documents (managed policies, SAM policy templates). An entry may
+// be an Fn::If of documents.
+func (c *checker) policyDocs(id string) []policyDoc {
+	where := "template.yaml " + id
+	var entries []any
+	switch p := c.tpl.rawProps(id)["Policies"].(type) {
+	case nil:
+	case []any:
+		entries = p
+	default:
+		entries = []any{p}
+	}
+	var out []policyDoc
+	var add func(w string, d any, conditional bool)
+	add = func(w string, d any, conditional bool) {
+		doc, ok := d.(map[string]any)
+		if !ok {
+			if r, isRef := parseRef(d); isRef && r.Fn == "Ref" && r.Text == "AWS::NoValue" && conditional {
+				return
+			}
+			c.addf(w, "%v is a managed policy: write explicit statements", d)
+			return
+		}
+		if args, isIf := doc["Fn::If"].([]any); isIf && len(doc) == 1 {
+			if len(args) != 3 {
+				c.addf(w, "Fn::If needs [condition, then, else]")
+				return
+			}
+			c.checkConditionName(w, args[0])
+			add(w, args[1], true)
+			add(w, args[2], true)
+			return
+		}
+		if _, ok := doc["Statement"]; !ok {
+			c.addf(w, "a SAM policy template (%v): write explicit statements with exact actions", sortedKeys(doc))
+			return
+		}
+		out = append(out, policyDoc{where: w, doc: doc, conditional: conditional})
+	}
+	for i, d := range entries {
+		add(fmt.Sprintf("%s Policies[%d]", where, i), d, false)
+	}
+	return out
+}
+
+// statements returns a document's statements, the branches of each Fn::If
+// included, without reporting anything.
+func (c *checker) statements(doc map[string]any) []map[string]any {
+	quiet := &checker{opts: c.opts, tpl: c.tpl}
+	list, ok := doc["Statement"].([]any)
+	if !ok {
+		list = []any{doc["Statement"]}
+	}
+	var out []map[string]any
+	for _, s := range list {
+		out = append(out, quiet.branches("", s)...)
+	}
+	return out
+}
+
+// checkStatements checks the Allow statements of a policy document. A statement
+// may be an Fn::If: both branches are checked (AWS::NoValue stands for none).
 func (c *checker) checkStatements(where string, statements any) {
 	list, ok := statements.([]any)
 	if !ok {
 		list = []any{statements}
 	}
 	for i, s := range list {
-		st, ok := s.(map[string]any)
 		w := fmt.Sprintf("%s Statement[%d]", where, i)
-		if !ok {
-			c.addf(w, "not a statement: %v", s)
-			continue
-		}
-		if sid, ok := st["Sid"].(string); ok {
-			w = fmt.Sprintf("%s Statement %s", where, sid)
-		}
-		if st["Effect"] != "Allow" {
-			continue
-		}
-		if _, ok := st["NotAction"]; ok {
-			c.addf(w, "NotAction grants everything else: list the actions")
-		}
-		if _, ok := st["NotResource"]; ok {
-			c.addf(w, "NotResource grants everything else: list the resources")
-		}
-		actions := strs(st["Action"])
-		if len(actions) == 0 {
-			c.addf(w, "no Action")
-		}
-		for _, a := range actions {
-			if strings.Contains(a, "*") {
-				c.addf(w, "wildcard action %q: list the exact actions the code uses", a)
-			}
-		}
-		resources, ok := st["Resource"].([]any)
-		if !ok {
-			resources = []any{st["Resource"]}
-		}
-		for _, r := range resources {
-			c.checkResource(w, actions, r)
+		for _, st := range c.branches(w, s) {
+			c.checkStatement(w, st)
 		}
 	}
 }
 
-// checkResource checks one Resource entry of an Allow statement.
-func (c *checker) checkResource(where string, actions []string, r any) {
+// branches returns the statements s stands for: itself, or the branches of an
+// Fn::If that are not AWS::NoValue. A branch that is no statement is reported.
+func (c *checker) branches(where string, s any) []map[string]any {
+	if st, ok := s.(map[string]any); ok {
+		args, isIf := st["Fn::If"].([]any)
+		if !isIf {
+			return []map[string]any{st}
+		}
+		if len(args) != 3 {
+			c.addf(where, "Fn::If needs [condition, then, else]")
+			return nil
+		}
+		c.checkConditionName(where, args[0])
+		var out []map[string]any
+		for _, b := range args[1:] {
+			if r, ok := parseRef(b); ok && r.Fn == "Ref" && r.Text == "AWS::NoValue" {
+				continue
+			}
+			out = append(out, c.branches(where, b)...)
+		}
+		return out
+	}
+	c.addf(where, "not a statement: %v", s)
+	return nil
+}
+
+// checkConditionName reports an Fn::If whose condition the template does not declare.
+func (c *checker) checkConditionName(where string, name any) {
+	n, ok := name.(string)
+	conds, _ := c.tpl.Raw["Conditions"].(map[string]any)
+	if _, declared := conds[n]; !ok || !declared {
+		c.addf(where, "Fn::If on %v, which is not a condition of the template", name)
+	}
+}
+
+// checkStatement checks one statement; only Allow statements grant anything.
+func (c *checker) checkStatement(where string, st map[string]any) {
+	w := where
+	if sid, ok := st["Sid"].(string); ok {
+		w = where[:strings.LastIndex(where, " Statement")] + " Statement " + sid
+	}
+	if st["Effect"] != "Allow" {
+		return
+	}
+	if _, ok := st["NotAction"]; ok {
+		c.addf(w, "NotAction grants everything else: list the actions")
+	}
+	if _, ok := st["NotResource"]; ok {
+		c.addf(w, "NotResource grants everything else: list the resources")
+	}
+	actions := strs(st["Action"])
+	if len(actions) == 0 {
+		c.addf(w, "no Action")
+	}
+	for _, a := range actions {
+		if strings.Contains(a, "*") {
+			c.addf(w, "wildcard action %q: list the exact actions the code uses", a)
+		}
+	}
+	resources, ok := st["Resource"].([]any)
+	if !ok {
+		resources = []any{st["Resource"]}
+	}
+	for _, r := range resources {
+		c.checkResource(w, actions, r, st["Condition"])
+	}
+}
+
+// foreign is an ARN of another service's resource a statement may name although
+// the template does not declare it: the Bedrock models the workers call. Such a
+// Resource is a !Sub of pseudo parameters only, and only the listed actions may be
+// granted on it. A region wildcard (a cross-region inference profile routes to
+// its model in other regions) needs the condition key that limits it to calls
+// through a profile.
+type foreign struct {
+	re        *regexp.Regexp
+	actions   []string
+	condition string // a condition key the statement must test, or ""
+}
+
+var foreignARNs = []foreign{
+	{regexp.MustCompile(`^arn:\$\{AWS::Partition\}:bedrock:\$\{AWS::Region\}::foundation-model/\*$`),
+		[]string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}, ""},
+	{regexp.MustCompile(`^arn:\$\{AWS::Partition\}:bedrock:\$\{AWS::Region\}:\$\{AWS::AccountId\}:inference-profile/\*$`),
+		[]string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}, ""},
+	{regexp.MustCompile(`^arn:\$\{AWS::Partition\}:bedrock:\*::foundation-model/\*$`),
+		[]string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}, "bedrock:InferenceProfileArn"},
+}
+
+// checkResource checks one Resource entry of an Allow statement (cond is the
+// statement's Condition block, if any).
+func (c *checker) checkResource(where string, actions []string, r, cond any) {
 	if r == nil {
 		c.addf(where, "no Resource")
 		return
@@ -145,6 +269,22 @@ func (c *checker) checkResource(where string, actions []string, r any) {
 		}
 		types = append(types, typ)
 	}
+	if len(types) == 0 && ref.Fn == "Sub" {
+		for _, f := range foreignARNs {
+			if !f.re.MatchString(ref.Text) {
+				continue
+			}
+			for _, a := range actions {
+				if !slices.Contains(f.actions, a) {
+					c.addf(where, "%s granted on %s: only %v may be", a, ref.Text, f.actions)
+				}
+			}
+			if f.condition != "" && !hasConditionKey(cond, f.condition) {
+				c.addf(where, "Resource %s needs a Condition on %s", ref.Text, f.condition)
+			}
+			return
+		}
+	}
 	if len(types) == 0 {
 		c.addf(where, "Resource %v names no resource of the template", r)
 		return
@@ -161,6 +301,20 @@ func (c *checker) checkResource(where string, actions []string, r any) {
 			}
 		}
 	}
+}
+
+// hasConditionKey reports whether a Condition block ({operator: {key: value}})
+// tests key.
+func hasConditionKey(cond any, key string) bool {
+	ops, _ := cond.(map[string]any)
+	for _, v := range ops {
+		if m, ok := v.(map[string]any); ok {
+			if _, ok := m[key]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkTable checks the table against the schema internal/dynamo is written to.
@@ -241,6 +395,40 @@ func (c *checker) checkBuckets() {
 		}
 		if b.BucketEncryption == nil || len(b.BucketEncryption.ServerSideEncryptionConfiguration) == 0 {
 			c.addf(where, "BucketEncryption is missing")
+		}
+		c.checkLifecycle(id)
+	}
+}
+
+// checkLifecycle: a lifecycle rule may expire objects only under ArchivePrefix,
+// and not before ArchivePurgeDays: everything else is read by the code as long
+// as its row exists.
+func (c *checker) checkLifecycle(id string) {
+	lc, _ := c.tpl.rawProps(id)["LifecycleConfiguration"].(map[string]any)
+	rules, _ := lc["Rules"].([]any)
+	for i, r := range rules {
+		rule, _ := r.(map[string]any)
+		where := fmt.Sprintf("template.yaml %s LifecycleConfiguration.Rules[%d]", id, i)
+		if rid, ok := rule["Id"].(string); ok {
+			where = fmt.Sprintf("template.yaml %s lifecycle rule %s", id, rid)
+		}
+		if rule["Status"] != "Enabled" {
+			continue
+		}
+		if _, ok := rule["ExpirationDate"]; ok {
+			c.addf(where, "ExpirationDate expires everything it covers on a date: use ExpirationInDays under %s", ArchivePrefix)
+		}
+		days, expires := rule["ExpirationInDays"]
+		if !expires {
+			continue
+		}
+		prefix, _ := rule["Prefix"].(string)
+		if !strings.HasPrefix(prefix, ArchivePrefix) {
+			c.addf(where, "expires objects under %q: only archives (%s) may expire; runs/ and applies/ live as long as their rows",
+				prefix, ArchivePrefix)
+		}
+		if n, ok := number(days); !ok || n < ArchivePurgeDays {
+			c.addf(where, "ExpirationInDays %v is before the tick's purge (%d days after archiving)", days, ArchivePurgeDays)
 		}
 	}
 }

@@ -4,17 +4,24 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
-// checkQueues checks the SQS wiring: every work queue has a dead-letter queue after
-// MaxReceiveCount receives, with an alarm on it, and a consumer whose event source
-// reports partial batch failures and whose timeout fits VisibilityFactor times into
-// the queue's visibility timeout.
+// checkQueues checks the SQS wiring: every queue is encrypted; every work queue has
+// a dead-letter queue after MaxReceiveCount receives, which keeps messages
+// DeadLetterRetention seconds and has an alarm on it, and a consumer whose event
+// source reports partial batch failures and whose timeout fits VisibilityFactor
+// times into the queue's visibility timeout; and each worker (functions/<kind>-worker)
+// consumes the queue MOLT_QUEUE_<KIND> names.
 func (c *checker) checkQueues() {
 	queues := c.tpl.CF.GetAllSQSQueueResources()
 	isDLQ := map[string]bool{}
 	for _, id := range sortedKeys(queues) {
-		rp, ok := queues[id].RedrivePolicy.(map[string]any)
+		q := queues[id]
+		if (q.SqsManagedSseEnabled == nil || !*q.SqsManagedSseEnabled) && maybe(q.KmsMasterKeyId) == "" {
+			c.addf("template.yaml "+id, "not encrypted at rest: set SqsManagedSseEnabled: true (or KmsMasterKeyId)")
+		}
+		rp, ok := q.RedrivePolicy.(map[string]any)
 		if !ok {
 			continue
 		}
@@ -76,6 +83,10 @@ func (c *checker) checkQueues() {
 			}
 			continue
 		}
+		if r := queues[id].MessageRetentionPeriod; r == nil || *r != DeadLetterRetention {
+			c.addf(where, "a dead-letter queue keeps messages %d s (14 days, the most SQS allows): MessageRetentionPeriod is %v",
+				DeadLetterRetention, show(r))
+		}
 		alarmed := false
 		for _, a := range alarms {
 			if maybe(a.Namespace) != "AWS/SQS" {
@@ -91,6 +102,64 @@ func (c *checker) checkQueues() {
 			c.addf(where, "dead-letter queue without an alarm (AWS::CloudWatch::Alarm on AWS/SQS, QueueName !GetAtt %s.QueueName)", id)
 		}
 	}
+	c.checkWorkers(consumers)
+}
+
+// checkWorkers checks that functions/<kind>-worker is woken by the queue that
+// MOLT_QUEUE_<KIND> names (what every function sends that kind's wake-ups to), and
+// that every MOLT_QUEUE_<KIND> has its worker. consumers maps a queue to the
+// functions with an SQS event source on it.
+func (c *checker) checkWorkers(consumers map[string][]string) {
+	consumed := map[string][]string{} // function → queues
+	for q, fns := range consumers {
+		for _, fn := range fns {
+			consumed[fn] = append(consumed[fn], q)
+		}
+	}
+	ids, fns := c.sortedFunctions()
+	workers := map[string]string{} // kind → logical id
+	for _, id := range ids {
+		dir := c.functions[id]
+		kind, ok := strings.CutSuffix(dir, "-worker")
+		if !ok || kind == "" {
+			continue
+		}
+		workers[kind] = id
+		where := "template.yaml " + id
+		env := c.environment(fns[id])
+		key := "MOLT_QUEUE_" + strings.ToUpper(strings.ReplaceAll(kind, "-", "_"))
+		want, _, isRef := target(env[key])
+		switch qs := consumed[id]; {
+		case len(qs) == 0:
+			c.addf(where, "a worker needs an SQS event source (on the queue %s names)", key)
+		case !isRef:
+			c.addf(where, "%s is missing, so no function can wake this worker", key)
+		case len(qs) != 1 || qs[0] != want:
+			c.addf(where, "consumes %v, but %s names %s", qs, key, want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		for k := range c.environment(fns[id]) {
+			kind, ok := strings.CutPrefix(k, "MOLT_QUEUE_")
+			if !ok || seen[k] {
+				continue
+			}
+			seen[k] = true
+			kind = strings.ReplaceAll(strings.ToLower(kind), "_", "-")
+			if _, ok := workers[kind]; !ok {
+				c.addf("template.yaml "+id, "%s names a queue, but no %sWorkerFunction consumes it", k, camel(kind))
+			}
+		}
+	}
+}
+
+// show prints an optional number.
+func show(p *int) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(*p)
 }
 
 // number reads a YAML or JSON number (or a numeric string).

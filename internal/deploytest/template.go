@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
@@ -26,6 +27,10 @@ type template struct {
 	Raw map[string]any
 }
 
+// parseMu serializes goformation's parser: each parse writes a package-level map
+// of tag resolvers (intrinsics.registerTagMarshallers), so two at once crash.
+var parseMu sync.Mutex
+
 // loadTemplate reads and parses path.
 func loadTemplate(path string) (*template, error) {
 	data, err := os.ReadFile(path)
@@ -33,11 +38,13 @@ func loadTemplate(path string) (*template, error) {
 		return nil, fmt.Errorf("read template: %w", err)
 	}
 	keep := func(name string, input, _ any) any { return marker(name, input) }
+	parseMu.Lock()
 	cf, err := goformation.ParseYAMLWithOptions(data, &intrinsics.ProcessorOptions{
 		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
 			"Ref": keep, "Fn::GetAtt": keep, "Fn::Sub": keep, "Fn::ImportValue": keep,
 		},
 	})
+	parseMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("parse %s with goformation: %w", filepath.Base(path), err)
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,11 +26,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/awsbackend"
 	"github.com/molt-dev/molt/internal/awstest"
 	"github.com/molt-dev/molt/internal/dynamo"
 	"github.com/molt-dev/molt/internal/s3blob"
+	"github.com/molt-dev/molt/internal/sqsqueue"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
@@ -113,12 +119,19 @@ func withoutMake(env []string) []string {
 	return out
 }
 
-// deployment is what a function runs against: a fresh table and bucket on the
-// emulator, with the events' full-access token stored.
+// deployment is what a function runs against: a fresh table, bucket and queue
+// (with its dead-letter queue) per kind of work on the emulator, as template.yaml
+// declares them, with the events' full-access token stored.
 type deployment struct {
 	table, bucket string
 	store         *dynamo.Store
-	env           []string // the function's environment, as template.yaml sets it
+	sqs           *sqs.Client
+	queues        map[string]string // kind → queue URL (MOLT_QUEUE_<KIND>)
+	queueARNs     map[string]string // kind → queue ARN
+	// names maps each physical name (table, bucket, queue URL) to its logical id
+	// in template.yaml, for the recorders.
+	names map[string]string
+	env   []string // the functions' environment, as template.yaml sets it
 }
 
 func deploy(tb testing.TB) *deployment {
@@ -126,9 +139,10 @@ func deploy(tb testing.TB) *deployment {
 	need(tb, os.Getenv("MOLT_RIE") != "", "MOLT_RIE (the Lambda Runtime Interface Emulator) is not set")
 	cfg := awstest.Config(tb)
 	ctx := context.Background()
-	d := &deployment{table: awstest.Name("functest"), bucket: awstest.Name("functest")}
+	d := &deployment{table: awstest.Name("functest"), bucket: awstest.Name("functest"),
+		queues: map[string]string{}, queueARNs: map[string]string{}, names: map[string]string{}}
 
-	ddb := dynamodb.NewFromConfig(cfg)
+	ddb := dynamodb.NewFromConfig(cfg, awsbackend.DynamoOptions())
 	if err := dynamo.CreateTable(ctx, ddb, d.table); err != nil {
 		tb.Fatal(err)
 	}
@@ -139,10 +153,34 @@ func deploy(tb testing.TB) *deployment {
 	if err := s3blob.EnsureBucket(ctx, s3c, d.bucket); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		_, _ = s3c.DeleteBucket(context.Background(), &s3.DeleteBucketInput{Bucket: aws.String(d.bucket)})
-	})
+	tb.Cleanup(func() { emptyBucket(s3c, d.bucket) })
 	d.store = dynamo.New(ddb, d.table, dynamo.Options{})
+	d.names[d.table] = "Table"
+	d.names[d.bucket] = "ArtifactsBucket"
+
+	d.sqs = sqs.NewFromConfig(cfg)
+	for _, kind := range app.Kinds() {
+		// The visibility timeout only has to outlast a test: a message a worker
+		// handled is deleted as the event source mapping would.
+		url, dlq, err := sqsqueue.Ensure(ctx, d.sqs, d.table+"-"+kind, 10*time.Minute)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() {
+			for _, u := range []string{url, dlq} {
+				_, _ = d.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+			}
+		})
+		attrs, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		d.queues[kind] = url
+		d.queueARNs[kind] = attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+		d.names[url] = camel(kind) + "Queue"
+		d.names[dlq] = camel(kind) + "DeadLetterQueue"
+	}
 
 	// The token of the events: stored, as always, by its hash only.
 	var ev events.APIGatewayV2HTTPRequest
@@ -163,12 +201,69 @@ func deploy(tb testing.TB) *deployment {
 		"AWS_REGION=" + cfg.Region,
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=30",
 		"MOLT_TABLE=" + d.table,
 		"MOLT_BUCKET=" + d.bucket,
 		"MOLT_LOG_LEVEL=debug",
 	}
+	for kind, url := range d.queues {
+		d.env = append(d.env, app.EnvQueuePrefix+strings.ToUpper(kind)+"="+url)
+	}
 	return d
+}
+
+// timeouts are the functions' timeouts under the emulator (AWS_LAMBDA_FUNCTION_TIMEOUT):
+// template.yaml's for the API and the tick; the workers', 900 s there, are cut
+// to bound a stuck test (the offline model answers at once).
+var timeouts = map[string]int{"api": 29, "ticker": 60}
+
+// function starts fn's bootstrap under the emulator with the deployment's
+// environment, its AWS calls going through a recorder; when the test ends (after
+// the emulator has stopped) every call is checked against the policy
+// template.yaml gives the function.
+func (d *deployment) function(tb testing.TB, fn string) (*emulator, *recorder) {
+	tb.Helper()
+	path := bootstrap(tb, fn)
+	rec := newRecorder(tb, os.Getenv("AWS_ENDPOINT_URL"), d.names)
+	id := camel(fn) + "Function"
+	tb.Cleanup(func() { rec.checkGrants(tb, id) }) // runs after the emulator's stop
+	timeout := timeouts[fn]
+	if timeout == 0 {
+		timeout = 120
+	}
+	env := []string{"AWS_ENDPOINT_URL=" + rec.url, "AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(timeout)}
+	for _, kv := range d.env {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL=") {
+			env = append(env, kv)
+		}
+	}
+	return start(tb, fn, path, env), rec
+}
+
+// camel turns a folder name into its logical id's stem: run-worker → RunWorker.
+func camel(dir string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(dir, "-") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}
+
+// emptyBucket deletes a test bucket with whatever the functions left in it.
+func emptyBucket(c *s3.Client, bucket string) {
+	ctx := context.Background()
+	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			break
+		}
+		for _, o := range page.Contents {
+			_, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+		}
+	}
+	_, _ = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 }
 
 // readEvent reads events/<name> into v (nil: just the bytes).
@@ -355,7 +450,7 @@ func TestAPIFunction(t *testing.T) {
 	if _, _, err := d.store.PutWorkspace(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, "api", bootstrap(t, "api"), d.env)
+	e, _ := d.function(t, "api")
 
 	// One emulator, invoked in turn, as Lambda reuses a warm environment.
 	t.Run("health", func(t *testing.T) {
@@ -429,7 +524,7 @@ func wantProblem(t *testing.T, r events.APIGatewayV2HTTPResponse, body []byte, s
 func TestTickerFunction(t *testing.T) {
 	t.Parallel()
 	d := deploy(t)
-	e := start(t, "ticker", bootstrap(t, "ticker"), d.env)
+	e, _ := d.function(t, "ticker")
 	out := e.invoke(t, readEvent(t, "ticker-scheduled.json", nil))
 	var counts map[string]any
 	if err := json.Unmarshal(out, &counts); err != nil {
@@ -448,10 +543,15 @@ func TestTickerFunction(t *testing.T) {
 // invoke), median over the runs.
 func BenchmarkColdStart(b *testing.B) {
 	d := deploy(b)
-	for _, c := range []struct{ fn, event string }{
+	cases := []struct{ fn, event string }{
 		{"api", "api-health.json"},
 		{"ticker", "ticker-scheduled.json"},
-	} {
+	}
+	for _, kind := range app.Kinds() {
+		cases = append(cases, struct{ fn, event string }{kind + "-worker", kind + "-worker-wake.json"})
+	}
+	env := append([]string{"AWS_LAMBDA_FUNCTION_TIMEOUT=60"}, d.env...)
+	for _, c := range cases {
 		b.Run(c.fn, func(b *testing.B) {
 			path := bootstrap(b, c.fn)
 			st, err := os.Stat(path)
@@ -462,7 +562,7 @@ func BenchmarkColdStart(b *testing.B) {
 			var runs []time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				e := start(b, c.fn, path, d.env)
+				e := start(b, c.fn, path, env)
 				if _, err := e.try(payload); err != nil {
 					b.Fatalf("%v\n%s", err, e.log.String())
 				}

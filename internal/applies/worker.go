@@ -533,41 +533,10 @@ func (j *job) release(ctx context.Context, reason string) {
 	s.log.WarnContext(ctx, "apply publish failed; released for the tick to resume", slog.String("reason", reason))
 }
 
-// heartbeat refreshes the claim every heartbeat_seconds until stopped; when the
-// claim is lost it records that and cancels ctx (aborting model calls).
+// heartbeat keeps the claim alive every heartbeat_seconds (work.KeepAlive).
 func (s *Service) heartbeat(ctx context.Context, c work.Claim, set settings.Settings, lost *atomic.Bool, cancel context.CancelFunc) func() {
 	every := time.Duration(set.Evolution.HeartbeatSeconds) * time.Second
-	if every <= 0 {
-		every = time.Minute
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := s.proto.Heartbeat(ctx, c)
-			switch {
-			case molt.IsLostClaim(err):
-				lost.Store(true)
-				cancel()
-				return
-			case err != nil && ctx.Err() == nil:
-				s.log.WarnContext(ctx, "heartbeat failed", slog.String("error", err.Error()))
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return s.proto.KeepAlive(ctx, c, every, lost, cancel, s.log)
 }
 
 func lostClaim(c work.Claim) error {

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
@@ -271,38 +269,9 @@ func (s *Service) release(ctx context.Context, c work.Claim, reason string) bool
 	return true
 }
 
-// heartbeat refreshes the claim every HeartbeatEvery until stopped. When the
-// claim is lost it records that and cancels ctx, aborting every model call.
+// heartbeat keeps the claim alive every HeartbeatEvery (work.KeepAlive).
 func (s *Service) heartbeat(ctx context.Context, c work.Claim, lost *atomic.Bool, cancel context.CancelFunc) (stop func()) {
-	every := s.cfg.HeartbeatEvery
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := s.proto.Heartbeat(ctx, c)
-			switch {
-			case molt.IsLostClaim(err):
-				lost.Store(true)
-				cancel()
-				return
-			case err != nil && ctx.Err() == nil:
-				s.log.WarnContext(ctx, "heartbeat failed", slog.String("error", err.Error()))
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return s.proto.KeepAlive(ctx, c, s.cfg.HeartbeatEvery, lost, cancel, s.log)
 }
 
 // answer prepares what the turn commits: the compaction if one is due, then the

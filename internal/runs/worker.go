@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -223,37 +222,9 @@ func (s *Service) writeCtx(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitMargin)
 }
 
-// heartbeat refreshes the claim every interval until stopped. When the claim is
-// lost it records that and cancels ctx, aborting every model call.
+// heartbeat keeps the claim alive every interval (work.KeepAlive).
 func (s *Service) heartbeat(ctx context.Context, c work.Claim, every time.Duration, lost *atomic.Bool, cancel context.CancelFunc) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := s.proto.Heartbeat(ctx, c)
-			switch {
-			case molt.IsLostClaim(err):
-				lost.Store(true)
-				cancel()
-				return
-			case err != nil && ctx.Err() == nil:
-				s.log.WarnContext(ctx, "heartbeat failed", slog.String("error", err.Error()))
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return s.proto.KeepAlive(ctx, c, every, lost, cancel, s.log)
 }
 
 // confirm re-confirms the claim (a heartbeat) before artifacts are written:

@@ -2,12 +2,9 @@ package dynamo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -67,104 +64,16 @@ func sessionKey(id string) map[string]types.AttributeValue { return key(sessionP
 // msgSK is a message's sort key: zero-padded, so key order is seq order.
 func msgSK(seq int) string { return fmt.Sprintf("%s%010d", msgPrefix, seq) }
 
-// Sessions share the work items' id syntax: safe in keys of both adapters.
-var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-func validateSessionID(field, id string) error {
-	if !sessionIDRe.MatchString(id) {
-		return molt.Invalid(field, "session id %q is not valid", id)
-	}
-	return nil
-}
-
-func validateTitle(title, source string) error {
-	if !utf8.ValidString(title) || utf8.RuneCountInString(title) > session.MaxTitle {
-		return molt.Invalid("title", "title is not valid UTF-8 of at most %d characters", session.MaxTitle)
-	}
-	switch source {
-	case session.TitleNone, session.TitleManual, session.TitleAuto:
-		return nil
-	}
-	return molt.Invalid("title_source", "title source must be manual or auto")
-}
-
-// validateMessage is Message.Validate plus what both adapters need to store it
-// faithfully: a well-formed session id, UTF-8 text (DynamoDB strings must be),
-// JSON tool data, a seq the sort key holds.
+// validateMessage is Message.ValidateStored plus the seq bound of the 10-digit
+// message sort key.
 func validateMessage(m session.Message) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	if err := validateSessionID("session_id", m.SessionID); err != nil {
+	if err := m.ValidateStored(); err != nil {
 		return err
 	}
 	if m.Seq > maxSeq {
 		return molt.Invalid("seq", "seq over %d", maxSeq)
 	}
-	if !utf8.ValidString(m.Text) {
-		return molt.Invalid("text", "message text is not valid UTF-8")
-	}
-	if len(m.TurnID) > 200 || !utf8.ValidString(m.TurnID) {
-		return molt.Invalid("turn_id", "turn id is too long or not UTF-8")
-	}
-	if len(m.ToolCalls) > 0 && !json.Valid(m.ToolCalls) {
-		return molt.Invalid("tool_calls", "tool calls are not valid JSON")
-	}
-	if len(m.ToolResults) > 0 && !json.Valid(m.ToolResults) {
-		return molt.Invalid("tool_results", "tool results are not valid JSON")
-	}
 	return nil
-}
-
-func validateSummary(op session.SetSummary) error {
-	if err := validateSessionID("session_id", op.SessionID); err != nil {
-		return err
-	}
-	if len(op.Summary) > session.MaxSummary {
-		return &molt.Error{Code: molt.ETOOLARGE, Field: "summary", Message: "summary over the limit"}
-	}
-	if !utf8.ValidString(op.Summary) {
-		return molt.Invalid("summary", "summary is not valid UTF-8")
-	}
-	if op.UpToSeq < 0 || op.IfSummarySeq < 0 {
-		return molt.Invalid("seq", "summary sequence numbers must not be negative")
-	}
-	return nil
-}
-
-// newSession validates a session to create and fills in what the store decides:
-// the id when empty, NextSeq 1, title revision 0, no summary.
-func newSession(in session.Session, newID func() string) (session.Session, error) {
-	if err := workspace.ValidateName(in.Workspace); err != nil {
-		return session.Session{}, err
-	}
-	if in.Workspace == workspace.Global {
-		return session.Session{}, reserved(in.Workspace)
-	}
-	if err := session.ValidateAgent(in.Agent); err != nil {
-		return session.Session{}, err
-	}
-	if err := validateTitle(in.Title, in.TitleSource); err != nil {
-		return session.Session{}, err
-	}
-	switch in.Access {
-	case session.AccessFull, session.AccessWorkspace, session.AccessReadonly:
-	default:
-		return session.Session{}, molt.Invalid("access", "access must be full, workspace or readonly")
-	}
-	if in.Parent != "" {
-		if err := validateSessionID("parent", in.Parent); err != nil {
-			return session.Session{}, err
-		}
-	}
-	if in.ID == "" {
-		in.ID = newID()
-	}
-	if err := validateSessionID("id", in.ID); err != nil {
-		return session.Session{}, err
-	}
-	in.TitleRev, in.NextSeq, in.SummarySeq, in.Summary = 0, 1, 0, ""
-	return in, nil
 }
 
 func encodeSession(ss session.Session) map[string]types.AttributeValue {
@@ -261,7 +170,7 @@ func decodeMessage(m map[string]types.AttributeValue) session.Message {
 // written on any of these errors.
 func (s *Store) CreateSession(ctx context.Context, in session.Session) (session.Session, error) {
 	explicit := in.ID != ""
-	out, err := newSession(in, s.ids.NewID)
+	out, err := session.Prepare(in, s.ids.NewID)
 	if err != nil {
 		return session.Session{}, err
 	}
@@ -320,7 +229,7 @@ func (s *Store) CreateSession(ctx context.Context, in session.Session) (session.
 // GetSession returns one session with its summary (strongly consistent);
 // EINVALID for a malformed id, ENOTFOUND when absent.
 func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return session.Session{}, err
 	}
 	m, ok, err := s.get(ctx, sessionKey(id))
@@ -364,10 +273,10 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q page.Query) (page
 // UpdatedAt and returns the session. EINVALID for a bad id, title or source;
 // ENOTFOUND when absent; ECONFLICT/ReasonStaleTitle when the revision moved on.
 func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev int) (session.Session, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return session.Session{}, err
 	}
-	if err := validateTitle(title, source); err != nil {
+	if err := session.ValidateTitle(title, source); err != nil {
 		return session.Session{}, err
 	}
 	if source == session.TitleNone {
@@ -410,7 +319,7 @@ func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev in
 // deletion fails part way the error is returned with the session already gone;
 // calling DeleteSession again deletes the leftovers and returns ENOTFOUND.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return err
 	}
 	var e exprs
@@ -500,7 +409,7 @@ func (s *Store) deleteWorkspaceSessions(ctx context.Context, ws string) error {
 // limit is clamped to 1..MaxMessagesPage. EINVALID for a malformed id, ENOTFOUND
 // when the session does not exist.
 func (s *Store) ListMessages(ctx context.Context, id string, after, limit int) ([]session.Message, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	limit = min(max(limit, 1), MaxMessagesPage)

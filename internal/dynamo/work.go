@@ -227,7 +227,7 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 				return txn{}, err
 			}
 		case session.SetSummary:
-			if err := validateSummary(op); err != nil {
+			if err := op.Validate(); err != nil {
 				return txn{}, err
 			}
 			g := group(i, op.SessionID)

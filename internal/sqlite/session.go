@@ -3,11 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"unicode/utf8"
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
@@ -24,102 +21,6 @@ const ReasonSessionExists = "exists"
 // ReasonStaleTitle is the ECONFLICT reason of a SetTitle at an old title revision.
 const ReasonStaleTitle = "stale_title"
 
-// Sessions share the work items' id syntax: safe in keys of both adapters.
-var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-func validateSessionID(field, id string) error {
-	if !sessionIDRe.MatchString(id) {
-		return molt.Invalid(field, "session id %q is not valid", id)
-	}
-	return nil
-}
-
-func validateTitle(title, source string) error {
-	if !utf8.ValidString(title) || utf8.RuneCountInString(title) > session.MaxTitle {
-		return molt.Invalid("title", "title is not valid UTF-8 of at most %d characters", session.MaxTitle)
-	}
-	switch source {
-	case session.TitleNone, session.TitleManual, session.TitleAuto:
-		return nil
-	}
-	return molt.Invalid("title_source", "title source must be manual or auto")
-}
-
-// validateMessage is Message.Validate plus what both adapters need to store it
-// faithfully: a well-formed session id, UTF-8 text, JSON tool data.
-func validateMessage(m session.Message) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	if err := validateSessionID("session_id", m.SessionID); err != nil {
-		return err
-	}
-	if !utf8.ValidString(m.Text) {
-		return molt.Invalid("text", "message text is not valid UTF-8")
-	}
-	if len(m.TurnID) > 200 || !utf8.ValidString(m.TurnID) {
-		return molt.Invalid("turn_id", "turn id is too long or not UTF-8")
-	}
-	if len(m.ToolCalls) > 0 && !json.Valid(m.ToolCalls) {
-		return molt.Invalid("tool_calls", "tool calls are not valid JSON")
-	}
-	if len(m.ToolResults) > 0 && !json.Valid(m.ToolResults) {
-		return molt.Invalid("tool_results", "tool results are not valid JSON")
-	}
-	return nil
-}
-
-func validateSummary(op session.SetSummary) error {
-	if err := validateSessionID("session_id", op.SessionID); err != nil {
-		return err
-	}
-	if len(op.Summary) > session.MaxSummary {
-		return &molt.Error{Code: molt.ETOOLARGE, Field: "summary", Message: "summary over the limit"}
-	}
-	if !utf8.ValidString(op.Summary) {
-		return molt.Invalid("summary", "summary is not valid UTF-8")
-	}
-	if op.UpToSeq < 0 || op.IfSummarySeq < 0 {
-		return molt.Invalid("seq", "summary sequence numbers must not be negative")
-	}
-	return nil
-}
-
-// newSession validates a session to create and fills in what the store decides:
-// the id when empty, NextSeq 1, title revision 0, no summary.
-func newSession(in session.Session, newID func() string) (session.Session, error) {
-	if err := workspace.ValidateName(in.Workspace); err != nil {
-		return session.Session{}, err
-	}
-	if in.Workspace == workspace.Global {
-		return session.Session{}, reserved(in.Workspace)
-	}
-	if err := session.ValidateAgent(in.Agent); err != nil {
-		return session.Session{}, err
-	}
-	if err := validateTitle(in.Title, in.TitleSource); err != nil {
-		return session.Session{}, err
-	}
-	switch in.Access {
-	case session.AccessFull, session.AccessWorkspace, session.AccessReadonly:
-	default:
-		return session.Session{}, molt.Invalid("access", "access must be full, workspace or readonly")
-	}
-	if in.Parent != "" {
-		if err := validateSessionID("parent", in.Parent); err != nil {
-			return session.Session{}, err
-		}
-	}
-	if in.ID == "" {
-		in.ID = newID()
-	}
-	if err := validateSessionID("id", in.ID); err != nil {
-		return session.Session{}, err
-	}
-	in.TitleRev, in.NextSeq, in.SummarySeq, in.Summary = 0, 1, 0, ""
-	return in, nil
-}
-
 // CreateSession stores a new session of an existing workspace, with NextSeq 1 and
 // both times now; its id is generated when empty. EINVALID for a bad workspace
 // name, workspace.Global (reason "reserved"), agent, title, title source, access,
@@ -127,7 +28,7 @@ func newSession(in session.Session, newID func() string) (session.Session, error
 // ENOTFOUND when the workspace does not exist; ECONFLICT/ReasonSessionExists when
 // the id is taken. Nothing is written on any error.
 func (s *Store) CreateSession(ctx context.Context, in session.Session) (session.Session, error) {
-	out, err := newSession(in, s.ids.NewID)
+	out, err := session.Prepare(in, s.ids.NewID)
 	if err != nil {
 		return session.Session{}, err
 	}
@@ -195,7 +96,7 @@ func scanSession(r scanner) (session.Session, error) {
 // GetSession returns one session with its summary; EINVALID for a malformed id,
 // ENOTFOUND when absent.
 func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return session.Session{}, err
 	}
 	return s.getSession(ctx, s.rdb, id)
@@ -258,10 +159,10 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q page.Query) (page
 // EINVALID for a bad id, title or source; ENOTFOUND when absent;
 // ECONFLICT/ReasonStaleTitle when the revision moved on (nothing written).
 func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev int) (session.Session, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return session.Session{}, err
 	}
-	if err := validateTitle(title, source); err != nil {
+	if err := session.ValidateTitle(title, source); err != nil {
 		return session.Session{}, err
 	}
 	if source == session.TitleNone {
@@ -299,7 +200,7 @@ func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev in
 // EINVALID for a malformed id, ENOTFOUND when absent. An AppendMessage committed
 // before it is deleted with it; one after it fails its condition.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return err
 	}
 	err := s.w.write(ctx, func(q querier) error {
@@ -345,7 +246,7 @@ func scanMessage(r scanner) (session.Message, error) {
 // seq order; limit is clamped to 1..MaxMessagesPage. EINVALID for a malformed id,
 // ENOTFOUND when the session does not exist.
 func (s *Store) ListMessages(ctx context.Context, id string, after, limit int) ([]session.Message, error) {
-	if err := validateSessionID("id", id); err != nil {
+	if err := session.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	limit = min(max(limit, 1), MaxMessagesPage)

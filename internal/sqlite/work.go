@@ -77,9 +77,9 @@ func validateOps(ops []work.Op) error {
 		case work.ReleaseLock:
 			err = validateLock(op.Key, op.Holder)
 		case session.AppendMessage:
-			err = validateMessage(op.Message)
+			err = op.Message.ValidateStored()
 		case session.SetSummary:
-			err = validateSummary(op)
+			err = op.Validate()
 		case nil:
 			err = molt.Invalid("ops", "nil op")
 		default:

@@ -1,0 +1,22 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/molt-dev/molt/internal/sqlite"
+	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/storetest"
+)
+
+// BenchmarkClaims: claim cycle cost and 16 concurrent claimers on a SQLite file.
+func BenchmarkClaims(b *testing.B) {
+	storetest.BenchClaims(b, func(b *testing.B, o storetest.Options) store.Store {
+		s, err := sqlite.Open(filepath.Join(b.TempDir(), "molt.db"), sqlite.Options{Clock: o.Clock, IDs: o.IDs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

@@ -64,7 +64,7 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.tickLoop(bg, o.Tick) })
 	for _, w := range a.workers {
-		rcv, err := a.receiver(string(w.Kind))
+		rcv, err := a.Receiver(string(w.Kind))
 		if err != nil {
 			stop()
 			wg.Wait()
@@ -96,7 +96,9 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 	return nil
 }
 
-func (a *App) receiver(kind string) (queue.Receiver, error) {
+// Receiver returns the receiving end of kind's queue: the in-process queue on the
+// local backend, the configured SQS queue on aws. Serve's workers consume from it.
+func (a *App) Receiver(kind string) (queue.Receiver, error) {
 	if a.Local != nil {
 		return a.Local.Receiver(kind), nil
 	}

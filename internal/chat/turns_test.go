@@ -342,7 +342,10 @@ func TestLostClaimCancelsModelCall(t *testing.T) {
 	}
 }
 
-func TestBudgetFullRedelivers(t *testing.T) {
+// TestBudgetFullWaitsForTick: a turn refused by a full budget is left pending,
+// its wake-up dropped without an error (no SQS redelivery at the visibility
+// timeout, no dead-letter count); the tick re-sends it and it is answered.
+func TestBudgetFullWaitsForTick(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, options{cfg: chat.Config{Budget: 1}})
 	a, b := h.session(), h.session()
@@ -360,17 +363,21 @@ func TestBudgetFullRedelivers(t *testing.T) {
 	go func() { done <- h.app.Chat.Handle(h.ctx, ds[0].Message) }()
 	<-entered
 	tb := h.post(b.ID, "b")
-	errs := h.drain()
-	if len(errs) != 1 || molt.ErrorReason(errs[0]) != work.ReasonBudgetFull {
-		t.Fatalf("errors = %v, want budget_full (so the wake-up is redelivered)", errs)
+	if errs := h.drain(); len(errs) != 0 {
+		t.Fatalf("errors = %v, want none (a full budget drops the wake-up)", errs)
+	}
+	if it, _ := h.turn(tb.ID); it.Status != work.StatusPending || it.Attempts != 0 {
+		t.Fatalf("refused turn is %s at attempt %d, want pending and unclaimed", it.Status, it.Attempts)
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := h.app.Chat.Handle(h.ctx, queue.Message{Kind: "turn", ID: tb.ID}); err != nil {
-		t.Fatalf("redelivered: %v", err)
+	h.clock.Advance(61 * time.Second)
+	if res := h.tick(); res.Resent < 1 {
+		t.Fatalf("tick = %+v, want the pending turn's wake-up re-sent", res)
 	}
+	h.mustDrain()
 	if got := roles(h.messages(b.ID)); got != "user assistant" {
 		t.Fatalf("log of b = %q", got)
 	}

@@ -24,8 +24,11 @@ import (
 //   - A turn waits (nil, message dropped) while the session's previous turn is
 //     pending or running; that turn wakes it when it ends. Turns of a session so
 //     run one at a time, in the order their messages were posted.
-//   - Claim: "locked" and "not_claimable" return nil; "budget_full" returns an
-//     error so the wake-up is delivered again later.
+//   - Claim: "locked", "not_claimable" and "budget_full" return nil (the message
+//     is dropped). A full budget is not the message's fault: returning an error
+//     would have SQS redeliver it only after the queue's visibility timeout and
+//     count it towards the dead-letter queue. The tick re-sends the wake-up of a
+//     turn still pending after a minute.
 //
 // The claimed turn heartbeats every Timeout/4; when the claim is lost every model
 // call is cancelled and nothing more is written. The reply (with any tool call and
@@ -86,6 +89,9 @@ func (s *Service) Handle(ctx context.Context, m queue.Message) error {
 	if err != nil {
 		switch molt.ErrorReason(err) {
 		case work.ReasonLocked, work.ReasonNotClaimable:
+			return nil
+		case work.ReasonBudgetFull:
+			s.log.InfoContext(ctx, "turn budget full; the tick re-sends the wake-up", slog.String("turn_id", it.ID))
 			return nil
 		}
 		return fmt.Errorf("claim turn %s: %w", it.ID, err)

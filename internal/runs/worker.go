@@ -42,9 +42,11 @@ const (
 //
 //   - A run that is not pending (done, running elsewhere, gone) is left alone:
 //     a duplicate or late wake-up is harmless.
-//   - Claim with budget evolution.max_concurrent_run: "not_claimable" returns
-//     nil; "budget_full" returns an error so the wake-up is delivered again (a
-//     finishing run also wakes the oldest pending one).
+//   - Claim with budget evolution.max_concurrent_run: "not_claimable" and
+//     "budget_full" return nil (the message is dropped): a finishing run wakes the
+//     oldest pending ones, and the tick re-sends wake-ups of pending runs. An
+//     error would have SQS redeliver the message only after the queue's
+//     visibility timeout and count it towards the dead-letter queue.
 //
 // The claimed run heartbeats every heartbeat_seconds on its own claim, and
 // re-confirms the claim (a heartbeat) before each group of artifacts it writes;
@@ -73,7 +75,11 @@ func (s *Service) Handle(ctx context.Context, m queue.Message) error {
 	}
 	c, claimed, err := s.proto.ClaimSeen(ctx, it, st.Evolution.MaxConcurrentRun)
 	if err != nil {
-		if molt.ErrorReason(err) == work.ReasonNotClaimable {
+		switch molt.ErrorReason(err) {
+		case work.ReasonNotClaimable:
+			return nil
+		case work.ReasonBudgetFull:
+			s.log.InfoContext(ctx, "run budget full; a finishing run or the tick wakes it")
 			return nil
 		}
 		return fmt.Errorf("claim run %s: %w", it.ID, err)

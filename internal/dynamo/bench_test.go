@@ -2,17 +2,14 @@ package dynamo_test
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/molt-dev/molt/internal/dynamo"
-	"github.com/molt-dev/molt/internal/molt"
-	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/storetest"
 )
 
 // counting is a dynamo.API that counts the requests sent through it.
@@ -61,102 +58,13 @@ func (c *counting) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteIt
 	return c.API.BatchWriteItem(ctx, in, o...)
 }
 
-// benchStore returns a protocol on a fresh table whose requests are counted.
-func benchStore(b *testing.B) (*work.Protocol, *counting) {
-	b.Helper()
-	client, table := newTable(b)
-	api := &counting{API: client}
-	clock := molt.SystemClock{}
-	ids := &molt.SortableIDs{Clock: clock}
-	s := dynamo.New(api, table, dynamo.Options{Clock: clock, IDs: ids})
-	return &work.Protocol{Backend: s, Clock: clock, IDs: ids}, api
-}
-
-func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
-	b.Helper()
-	items := make([]work.Item, n)
-	for i := range items {
-		it, err := p.Create(context.Background(), work.Item{Kind: "bench", LockKey: "apply/bench-" + strconv.Itoa(i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		items[i] = it
-	}
-	return items
-}
-
-// BenchmarkClaimCycle runs what a worker does for one wake-up — read the item,
-// claim it, heartbeat, finish — and reports the DynamoDB requests and writes each
-// cycle takes. The minimum is one conditional write per transition (3); the read
-// is the worker's look at the item its wake-up names.
-func BenchmarkClaimCycle(b *testing.B) {
-	p, api := benchStore(b)
-	items := benchItems(b, p, b.N)
-	ctx := context.Background()
-	api.n.Store(0)
-	api.writes.Store(0)
-	b.ResetTimer()
-	for _, it := range items {
-		seen, err := p.Backend.GetItem(ctx, it.Kind, it.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, _, err := p.ClaimSeen(ctx, seen, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Heartbeat(ctx, c); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Transition(ctx, c, work.Transition{To: "done"}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	perCycle := float64(api.n.Load()) / float64(b.N)
-	writes := float64(api.writes.Load()) / float64(b.N)
-	b.ReportMetric(perCycle, "requests/cycle")
-	b.ReportMetric(writes, "writes/cycle")
-	b.ReportMetric(writes/3, "writes-x-minimum")
-}
-
-// BenchmarkClaimParallel16 has 16 claimers claim and finish b.N items (unlimited
-// budget, so every claim still updates the kind's slot counter) and reports
-// claims per second.
-func BenchmarkClaimParallel16(b *testing.B) {
-	p, _ := benchStore(b)
-	items := benchItems(b, p, b.N)
-	ctx := context.Background()
-	next := make(chan work.Item, len(items))
-	for _, it := range items {
-		next <- it
-	}
-	close(next)
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range next {
-				c, _, err := p.Claim(ctx, it.Kind, it.ID, 0, 0)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				if _, err := p.Transition(ctx, c, work.Transition{To: "done"}); err != nil {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d claims failed", n, b.N)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "claims/s")
+// BenchmarkClaims: claim cycle cost in DynamoDB requests (counted at the API)
+// and 16 concurrent claimers, on the emulator (or LocalStack).
+func BenchmarkClaims(b *testing.B) {
+	storetest.BenchClaims(b, func(b *testing.B, o storetest.Options) (store.Store, storetest.Counter) {
+		client, table := newTable(b)
+		api := &counting{API: client}
+		s := dynamo.New(api, table, dynamo.Options{Clock: o.Clock, IDs: o.IDs})
+		return s, func() (int64, int64) { return api.n.Load(), api.writes.Load() }
+	})
 }

@@ -11,12 +11,12 @@ import (
 
 // BenchmarkClaims: claim cycle cost and 16 concurrent claimers on a SQLite file.
 func BenchmarkClaims(b *testing.B) {
-	storetest.BenchClaims(b, func(b *testing.B, o storetest.Options) store.Store {
+	storetest.BenchClaims(b, func(b *testing.B, o storetest.Options) (store.Store, storetest.Counter) {
 		s, err := sqlite.Open(filepath.Join(b.TempDir(), "molt.db"), sqlite.Options{Clock: o.Clock, IDs: o.IDs})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = s.Close() })
-		return s
+		return s, nil
 	})
 }

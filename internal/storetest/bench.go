@@ -14,8 +14,13 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// BenchOpener opens a fresh, empty store for one benchmark.
-type BenchOpener func(b *testing.B, o Options) store.Store
+// BenchOpener opens a fresh, empty store for one benchmark. It may return a
+// Counter of the requests the store sends (DynamoDB API calls, say); when nil,
+// the benchmark counts calls of the store's Backend methods.
+type BenchOpener func(b *testing.B, o Options) (store.Store, Counter)
+
+// Counter reports the requests and writes sent so far.
+type Counter func() (requests, writes int64)
 
 // counting is a work.Backend that counts the calls made through it.
 type counting struct {
@@ -39,12 +44,16 @@ func (c *counting) ListItems(ctx context.Context, q work.ListQuery) (page.Page[w
 	return c.Backend.ListItems(ctx, q)
 }
 
-func benchProtocol(b *testing.B, open BenchOpener) (*work.Protocol, *counting) {
+func benchProtocol(b *testing.B, open BenchOpener) (*work.Protocol, Counter) {
 	b.Helper()
 	clock := molt.SystemClock{}
 	ids := &molt.SortableIDs{Clock: clock}
-	c := &counting{Backend: open(b, Options{Clock: clock, IDs: ids})}
-	return &work.Protocol{Backend: c, Clock: clock, IDs: ids}, c
+	s, counter := open(b, Options{Clock: clock, IDs: ids})
+	c := &counting{Backend: s}
+	if counter == nil {
+		counter = func() (int64, int64) { return c.reqs.Load(), c.writes.Load() }
+	}
+	return &work.Protocol{Backend: c, Clock: clock, IDs: ids}, counter
 }
 
 func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
@@ -67,11 +76,10 @@ func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
 // and reports claims per second.
 func BenchClaims(b *testing.B, open BenchOpener) {
 	b.Run("Cycle", func(b *testing.B) {
-		p, c := benchProtocol(b, open)
+		p, count := benchProtocol(b, open)
 		items := benchItems(b, p, b.N)
 		ctx := context.Background()
-		c.reqs.Store(0)
-		c.writes.Store(0)
+		reqs0, writes0 := count()
 		b.ResetTimer()
 		for _, it := range items {
 			seen, err := p.Backend.GetItem(ctx, it.Kind, it.ID)
@@ -90,8 +98,9 @@ func BenchClaims(b *testing.B, open BenchOpener) {
 			}
 		}
 		b.StopTimer()
-		writes := float64(c.writes.Load()) / float64(b.N)
-		b.ReportMetric(float64(c.reqs.Load())/float64(b.N), "requests/cycle")
+		reqs1, writes1 := count()
+		writes := float64(writes1-writes0) / float64(b.N)
+		b.ReportMetric(float64(reqs1-reqs0)/float64(b.N), "requests/cycle")
 		b.ReportMetric(writes, "writes/cycle")
 		b.ReportMetric(writes/3, "writes-x-minimum")
 	})

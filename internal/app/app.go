@@ -25,7 +25,8 @@ import (
 )
 
 // App is molt's wired-up dependencies. Build it once per process (outside a
-// Lambda handler) with Open; Close releases what it opened.
+// Lambda handler) with New — localbackend.NewApp and awsbackend.NewApp build the
+// adapters first; Close releases what they opened.
 type App struct {
 	Config   Config
 	Store    store.Store
@@ -55,7 +56,7 @@ type App struct {
 }
 
 // Worker is a kind of background work: its policy (from settings) and its
-// wake-up handler. Features register theirs in Open.
+// wake-up handler. Features add theirs to registry; New builds them.
 type Worker struct {
 	Kind    work.Kind
 	Policy  func(settings.Settings) work.Policy

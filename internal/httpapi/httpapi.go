@@ -50,16 +50,17 @@ type Config struct {
 }
 
 type server struct {
-	store   store.Store
-	clock   molt.Clock
-	log     *slog.Logger
-	version string
-	sha     string
-	maxBody int64
-	chat    *chat.Service
-	runs    *runs.Service
-	applies *applies.Service
-	mux     *http.ServeMux
+	store    store.Store
+	clock    molt.Clock
+	log      *slog.Logger
+	version  string
+	sha      string
+	maxBody  int64
+	chat     *chat.Service
+	runs     *runs.Service
+	applies  *applies.Service
+	mux      *http.ServeMux
+	patterns []string // every registered pattern, for Routes
 }
 
 // New returns the UI API handler. It panics when c.Store is nil.
@@ -92,8 +93,25 @@ func New(c Config) http.Handler {
 	return s
 }
 
+// Routes returns the patterns ("METHOD /path/{param}") h serves, in the order
+// they were registered; nil when h was not built by New. Tests walk them so that
+// a route added without an access rule cannot go unnoticed.
+func Routes(h http.Handler) []string {
+	s, ok := h.(*server)
+	if !ok {
+		return nil
+	}
+	return append([]string(nil), s.patterns...)
+}
+
+// route registers a pattern on the mux and remembers it for Routes.
+func (s *server) route(pattern string, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.HandleFunc(pattern, h)
+}
+
 func (s *server) routes() {
-	s.mux.HandleFunc("GET /health", s.open(s.health))
+	s.route("GET /health", s.open(s.health))
 
 	s.handle("GET /api/workspaces", s.listWorkspaces)
 	s.handle("PUT /api/workspaces/{ws}", s.putWorkspace)
@@ -125,7 +143,7 @@ type authedFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) erro
 
 // handle registers an authenticated route.
 func (s *server) handle(pattern string, fn authedFunc) {
-	s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
+	s.route(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
 		c, err := s.authenticate(r)
 		if err != nil {
 			return err

@@ -1,0 +1,378 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/httpapi"
+	"github.com/molt-dev/molt/internal/localbackend"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/sqlite"
+	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// appEnv is the full API (chat, runs, applies wired as in `molt serve`) on its own
+// SQLite file, with the queues drained by hand.
+type appEnv struct {
+	*env
+	app *app.App
+	ctx context.Context
+	n   int // counter for fresh names
+}
+
+// setupApp builds the App on the local adapters in a temporary data dir, with
+// workspaces acme and other and a token of each kind (env's fields).
+func setupApp(t *testing.T) *appEnv {
+	t.Helper()
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
+	if err != nil {
+		t.Fatalf("open local backend: %v", err)
+	}
+	d.Clock, d.IDs = clock, ids
+	logs := &syncBuffer{}
+	a := app.New(cfg, d, slog.New(slog.NewJSONHandler(logs, nil)))
+	t.Cleanup(func() { _ = a.Close() })
+	st, ok := a.Store.(*sqlite.Store)
+	if !ok {
+		t.Fatalf("store is %T, want *sqlite.Store", a.Store)
+	}
+	e := &env{t: t, store: st, h: a.HTTPHandler(), logs: logs}
+	ctx := context.Background()
+	for _, name := range []string{"acme", "other"} {
+		if _, _, err := st.PutWorkspace(ctx, workspace.Workspace{Name: name}); err != nil {
+			t.Fatalf("put workspace %s: %v", name, err)
+		}
+	}
+	e.full = e.token(auth.Full, "")
+	e.ro = e.token(auth.Readonly, "acme")
+	e.wsTok = e.token(auth.Workspace, "acme")
+	e.otherTok = e.token(auth.Workspace, "other")
+	t.Cleanup(e.checkLogs)
+	return &appEnv{env: e, app: a, ctx: ctx}
+}
+
+// drain hands every queued wake-up to its worker until the queues are empty.
+func (e *appEnv) drain() {
+	e.t.Helper()
+	for progress := true; progress; {
+		progress = false
+		for _, w := range e.app.Workers() {
+			q := e.app.Local.Queue(string(w.Kind))
+			ds, err := q.Receive(e.ctx, 10, 0)
+			if err != nil {
+				e.t.Fatalf("receive %s: %v", w.Kind, err)
+			}
+			for _, d := range ds {
+				if err := w.Handler.Handle(e.ctx, d.Message); err != nil {
+					e.t.Fatalf("handle %s %s: %v", w.Kind, d.Message.ID, err)
+				}
+				_ = q.Delete(e.ctx, d)
+				progress = true
+			}
+		}
+	}
+}
+
+// call sends r and wants status; it returns the decoded JSON object.
+func (e *appEnv) call(want int, r req) map[string]any {
+	e.t.Helper()
+	return decode[map[string]any](e.t, wantStatus(e.t, e.do(r), want))
+}
+
+func (e *appEnv) fresh(prefix string) string {
+	e.n++
+	return fmt.Sprintf("%s-%d", prefix, e.n)
+}
+
+// session opens a session in acme with token (its access is the token's level).
+func (e *appEnv) session(token string) string {
+	e.t.Helper()
+	return e.call(201, req{method: "POST", path: "/api/workspaces/acme/sessions", token: token, body: `{}`})["id"].(string)
+}
+
+// run queues an evolution run with a new hint from a full session and drafts it:
+// it ends awaiting review.
+func (e *appEnv) run() string {
+	e.t.Helper()
+	sid := e.session(e.full)
+	out := e.call(202, req{method: "POST", path: "/api/sessions/" + sid + "/messages", token: e.full,
+		body: fmt.Sprintf(`{"text":"/evo %s"}`, e.fresh("always follow rule"))})
+	id := out["run"].(map[string]any)["id"].(string)
+	e.drain()
+	if d := e.call(200, req{method: "GET", path: "/api/evolution/runs/" + id, token: e.full}); d["status"] != "awaiting_review" {
+		e.t.Fatalf("run %s: %v, want awaiting_review", id, d)
+	}
+	return id
+}
+
+// rejectedRun returns a run a reviewer rejected.
+func (e *appEnv) rejectedRun() string {
+	e.t.Helper()
+	id := e.run()
+	e.call(200, req{method: "POST", path: "/api/evolution/runs/" + id + "/reject", token: e.full})
+	return id
+}
+
+// apply approves a new run and applies it.
+func (e *appEnv) apply() string {
+	e.t.Helper()
+	id := e.run()
+	e.call(200, req{method: "POST", path: "/api/evolution/runs/" + id + "/approve", token: e.full})
+	e.drain()
+	d := e.call(200, req{method: "GET", path: "/api/evolution/runs/" + id, token: e.full})
+	aps, _ := d["applies"].([]any)
+	if len(aps) != 1 {
+		e.t.Fatalf("run %s applies %v", id, d["applies"])
+	}
+	ap := aps[0].(map[string]any)["id"].(string)
+	if v := e.call(200, req{method: "GET", path: "/api/evolution/applies/" + ap, token: e.full}); v["status"] != "applied" {
+		e.t.Fatalf("apply %s: %v", ap, v)
+	}
+	return ap
+}
+
+// Caller kinds of the access matrix, relative to the resource's workspace acme.
+const (
+	cNone    = iota // no Authorization header
+	cUnknown        // a well-formed token nobody issued
+	cFull           // full
+	cWS             // workspace token of acme
+	cWSOther        // workspace token of other
+	cRO             // readonly token of acme
+	cROOther        // readonly token of other
+	nCallers
+)
+
+var callerNames = [nCallers]string{"none", "unknown", "full", "workspace", "workspace-other", "readonly", "readonly-other"}
+
+// Access rules: the status each caller kind gets on an existing resource of acme.
+func everyone(s int) [nCallers]int { return [nCallers]int{s, s, s, s, s, s, s} }
+func authed(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, s, s, s} }
+func fullOnly(s int) [nCallers]int { return [nCallers]int{401, 401, s, 403, 403, 403, 403} }
+func readWS(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, 404, s, 404} }
+func writeWS(s int) [nCallers]int  { return [nCallers]int{401, 401, s, 403, 404, 403, 404} }
+func chatWS(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, 404, 403, 404} }
+
+// TestAccessMatrix walks every route the server registers with every kind of
+// caller and checks the status of each, on a real resource of workspace acme.
+// A caller that may not see the resource (no token, an unknown token, a token of
+// another workspace, a scoped token on a full-only route) must get exactly the
+// answer it gets for a missing resource, so nothing tells them apart. A route
+// registered without a row here fails the test.
+func TestAccessMatrix(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	tokens := [nCallers]string{"", "molt_" + strings.Repeat("u", 43), e.full, e.wsTok, e.otherTok, e.ro, "readonly-other"}
+	tokens[cROOther] = e.token(auth.Readonly, "other")
+
+	// Shared resources of acme: a file, a session opened by the workspace token
+	// with a finished turn, a run awaiting review and an applied apply.
+	e.call(201, req{method: "PUT", path: "/api/workspaces/acme/files/INSTRUCTIONS.md", token: e.full, body: "# Instructions\n"})
+	sid := e.session(e.wsTok)
+	turn := e.call(202, req{method: "POST", path: "/api/sessions/" + sid + "/messages", token: e.wsTok, body: `{"text":"hello"}`})["turn"].(map[string]any)["id"].(string)
+	e.drain()
+	runID := e.run()
+	applyID := e.apply()
+	missingID := (&molt.SortableIDs{}).NewID()
+
+	type row struct {
+		pattern string
+		want    [nCallers]int
+		// path is the request path; fresh asks for a resource of its own (the
+		// caller is expected to change or delete it).
+		path    func(fresh bool) string
+		missing string // the same route on a missing resource ("" = no resource)
+		body    string
+		mutates bool
+	}
+	static := func(p string) func(bool) string { return func(bool) string { return p } }
+	rows := []row{
+		{pattern: "GET /health", want: everyone(200), path: static("/health")},
+		{pattern: "GET /api/workspaces", want: authed(200), path: static("/api/workspaces")},
+		{pattern: "PUT /api/workspaces/{ws}", want: writeWS(200), path: static("/api/workspaces/acme"),
+			missing: "/api/workspaces/nosuch", body: `{}`},
+		{pattern: "GET /api/workspaces/{ws}", want: readWS(200), path: static("/api/workspaces/acme"), missing: "/api/workspaces/nosuch"},
+		{pattern: "DELETE /api/workspaces/{ws}", want: writeWS(204), mutates: true, missing: "/api/workspaces/nosuch",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/workspaces/acme"
+				}
+				ws := e.fresh("scratch")
+				e.call(201, req{method: "PUT", path: "/api/workspaces/" + ws, token: e.full})
+				return "/api/workspaces/" + ws
+			}},
+		{pattern: "GET /api/workspaces/{ws}/files", want: readWS(200), path: static("/api/workspaces/acme/files"),
+			missing: "/api/workspaces/nosuch/files"},
+		{pattern: "GET /api/workspaces/{ws}/files/{path...}", want: readWS(200), path: static("/api/workspaces/acme/files/INSTRUCTIONS.md"),
+			missing: "/api/workspaces/nosuch/files/INSTRUCTIONS.md"},
+		{pattern: "PUT /api/workspaces/{ws}/files/{path...}", want: writeWS(200), path: static("/api/workspaces/acme/files/INSTRUCTIONS.md"),
+			missing: "/api/workspaces/nosuch/files/INSTRUCTIONS.md", body: "# Instructions\n\nchanged\n"},
+		{pattern: "DELETE /api/workspaces/{ws}/files/{path...}", want: writeWS(204), mutates: true,
+			missing: "/api/workspaces/nosuch/files/USER.md",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/workspaces/acme/files/INSTRUCTIONS.md"
+				}
+				p := "/api/workspaces/acme/files/prompts/all/" + e.fresh("doomed") + ".md"
+				e.call(201, req{method: "PUT", path: p, token: e.full, body: "x"})
+				return p
+			}},
+		{pattern: "GET /api/settings", want: fullOnly(200), path: static("/api/settings")},
+		{pattern: "PUT /api/settings", want: fullOnly(200), path: static("/api/settings"), body: `{"general":{"language":"en-US"}}`},
+
+		{pattern: "POST /api/workspaces/{ws}/sessions", want: chatWS(201), path: static("/api/workspaces/acme/sessions"),
+			missing: "/api/workspaces/nosuch/sessions", body: `{}`},
+		{pattern: "GET /api/workspaces/{ws}/sessions", want: readWS(200), path: static("/api/workspaces/acme/sessions"),
+			missing: "/api/workspaces/nosuch/sessions"},
+		{pattern: "GET /api/sessions/{id}", want: readWS(200), path: static("/api/sessions/" + sid), missing: "/api/sessions/" + missingID},
+		{pattern: "PATCH /api/sessions/{id}", want: chatWS(200), path: static("/api/sessions/" + sid),
+			missing: "/api/sessions/" + missingID, body: `{"title":"renamed"}`},
+		{pattern: "DELETE /api/sessions/{id}", want: chatWS(204), mutates: true, missing: "/api/sessions/" + missingID,
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/sessions/" + sid
+				}
+				return "/api/sessions/" + e.session(e.wsTok)
+			}},
+		{pattern: "POST /api/sessions/{id}/messages", want: chatWS(202), path: static("/api/sessions/" + sid + "/messages"),
+			missing: "/api/sessions/" + missingID + "/messages", body: `{"text":"again"}`},
+		{pattern: "GET /api/sessions/{id}/messages", want: readWS(200), path: static("/api/sessions/" + sid + "/messages"),
+			missing: "/api/sessions/" + missingID + "/messages"},
+		{pattern: "GET /api/turns/{id}", want: readWS(200), path: static("/api/turns/" + turn), missing: "/api/turns/" + missingID},
+
+		{pattern: "GET /api/evolution/runs", want: fullOnly(200), path: static("/api/evolution/runs")},
+		{pattern: "GET /api/evolution/runs/{id}", want: fullOnly(200), path: static("/api/evolution/runs/" + runID),
+			missing: "/api/evolution/runs/" + missingID},
+		{pattern: "POST /api/evolution/runs/{id}/approve", want: fullOnly(200), mutates: true,
+			missing: "/api/evolution/runs/" + missingID + "/approve",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/evolution/runs/" + runID + "/approve"
+				}
+				return "/api/evolution/runs/" + e.run() + "/approve"
+			}},
+		{pattern: "POST /api/evolution/runs/{id}/reject", want: fullOnly(200), mutates: true,
+			missing: "/api/evolution/runs/" + missingID + "/reject",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/evolution/runs/" + runID + "/reject"
+				}
+				return "/api/evolution/runs/" + e.run() + "/reject"
+			}},
+		{pattern: "POST /api/evolution/runs/{id}/retry", want: fullOnly(200), mutates: true, body: `{"hint":"try again"}`,
+			missing: "/api/evolution/runs/" + missingID + "/retry",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/evolution/runs/" + runID + "/retry"
+				}
+				return "/api/evolution/runs/" + e.rejectedRun() + "/retry"
+			}},
+		{pattern: "DELETE /api/evolution/runs/{id}", want: fullOnly(204), mutates: true,
+			missing: "/api/evolution/runs/" + missingID,
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/evolution/runs/" + runID
+				}
+				return "/api/evolution/runs/" + e.rejectedRun()
+			}},
+		{pattern: "GET /api/evolution/applies/{id}", want: fullOnly(200), path: static("/api/evolution/applies/" + applyID),
+			missing: "/api/evolution/applies/" + missingID},
+		{pattern: "POST /api/evolution/applies/{id}/rollback", want: fullOnly(200), mutates: true,
+			missing: "/api/evolution/applies/" + missingID + "/rollback",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/evolution/applies/" + applyID + "/rollback"
+				}
+				return "/api/evolution/applies/" + e.apply() + "/rollback"
+			}},
+	}
+
+	// Every registered route has a row, and every row a registered route.
+	routes := httpapi.Routes(e.h)
+	if len(routes) == 0 {
+		t.Fatal("httpapi.Routes returned nothing")
+	}
+	var patterns []string
+	for _, r := range rows {
+		patterns = append(patterns, r.pattern)
+	}
+	for _, p := range routes {
+		if !slices.Contains(patterns, p) {
+			t.Errorf("route %q has no row in the access matrix: add its access rule", p)
+		}
+	}
+	for _, p := range patterns {
+		if !slices.Contains(routes, p) {
+			t.Errorf("row %q names no registered route", p)
+		}
+	}
+
+	// normalize reduces a problem to what a caller can compare, with the
+	// resource's name or id and the missing one's made equal.
+	normalize := func(body []byte, names ...string) string {
+		p := decode[problemDoc](t, body)
+		s := fmt.Sprintf("%d %s %s %s", p.Status, p.Code, p.Field, p.Detail)
+		for _, n := range names {
+			s = strings.ReplaceAll(s, n, "ID")
+		}
+		return s
+	}
+	for _, r := range rows {
+		method, _, _ := strings.Cut(r.pattern, " ")
+		for c := range nCallers {
+			want := r.want[c]
+			fresh := r.mutates && want < 300
+			path := r.path(fresh)
+			resp := e.do(req{method: method, path: path, token: tokens[c], body: r.body})
+			body := wantStatusNoFatal(t, resp, want, r.pattern+" as "+callerNames[c])
+			if body == nil || want < 400 || r.missing == "" {
+				continue
+			}
+			// A caller that may not see the resource cannot tell it from a missing one.
+			blind := c == cNone || c == cUnknown || c == cWSOther || c == cROOther || (r.want == fullOnly(r.want[cFull]) && c != cFull)
+			if !blind {
+				continue
+			}
+			other := e.do(req{method: method, path: r.missing, token: tokens[c], body: r.body})
+			otherBody := wantStatusNoFatal(t, other, want, r.pattern+" on a missing resource as "+callerNames[c])
+			if otherBody == nil {
+				continue
+			}
+			names := []string{"acme", "nosuch", sid, turn, runID, applyID, missingID}
+			if got, miss := normalize(body, names...), normalize(otherBody, names...); got != miss {
+				t.Errorf("%s as %s: the answer for an existing resource differs from a missing one's:\n  existing: %s\n  missing:  %s",
+					r.pattern, callerNames[c], got, miss)
+			}
+		}
+	}
+	// The refused writes changed nothing of acme that the matrix can see.
+	if _, err := e.store.GetWorkspace(e.ctx, "acme"); err != nil {
+		t.Errorf("acme: %v", err)
+	}
+	if _, err := e.store.GetItem(e.ctx, work.KindRun, runID); err != nil {
+		t.Errorf("run %s: %v", runID, err)
+	}
+}
+
+// wantStatusNoFatal reports (without stopping the test) a status other than want
+// and returns the body, or nil when the status is wrong.
+func wantStatusNoFatal(t *testing.T, resp *http.Response, want int, what string) []byte {
+	t.Helper()
+	body := readAll(resp)
+	if resp.StatusCode != want {
+		t.Errorf("%s: status %d, want %d; body %s", what, resp.StatusCode, want, body)
+		return nil
+	}
+	return []byte(body)
+}

@@ -38,6 +38,11 @@
 //     merged sandbox (built-in, global and workspace files; no tools) and scored
 //     by __score__ in regress mode; lint < 50, behavior < 50 or an unreadable
 //     score fails the apply.
+//     The regression's sandbox, like what preflight publishes, also holds the
+//     copies that keep a workspace folder the merge creates (agents/<id>/,
+//     skills/<id>/, prompts/<kind>/) from hiding the other files of the global
+//     or built-in folder it replaces (evolution.FolderCopies): byte-equal
+//     copies, in the manifest as new and unchanged, removed by a rollback.
 //  3. preflight: the merged files are diffed against the live workspace files;
 //     limits are checked; a heartbeat re-confirms the claim; then the rollback
 //     snapshot is written from scratch (this claim never reached syncing, so the

@@ -224,7 +224,7 @@ func (j *job) fresh(ctx context.Context) error {
 	for p, c := range sf.wsMap {
 		sandbox[p] = c
 	}
-	for p, c := range merged {
+	for p, c := range withFolderCopies(merged, sf) {
 		sandbox[p] = c
 	}
 	d.Regress = nil
@@ -281,7 +281,7 @@ func (j *job) preflight(ctx context.Context, merged map[string][]byte, srcs []so
 	if err != nil {
 		return nil, Manifest{}, err
 	}
-	changes, dirs := diff(merged, live.wsMap, live.lowMap)
+	changes, dirs := diff(withFolderCopies(merged, live), live.wsMap, live.lowMap)
 	newFiles := 0
 	for _, c := range changes {
 		if err := workspace.ValidatePath(c.Rel); err != nil {
@@ -317,6 +317,23 @@ func (j *job) preflight(ctx context.Context, merged map[string][]byte, srcs []so
 	d.Snapshot = &SnapshotRef{Attempt: j.c.Attempts, ManifestSHA256: Hash(b), CapturedAt: m.CapturedAt,
 		Files: len(m.Files), CreatedDirs: m.CreatedDirs}
 	return changes, m, nil
+}
+
+// withFolderCopies returns the merged files with the copies that keep each
+// workspace folder they create from hiding the rest of the lower folder it
+// replaces (evolution.FolderCopies on sf's effective surface): byte-equal
+// copies of the global (or built-in) files, which the manifest marks unchanged
+// and a rollback removes with the folder.
+func withFolderCopies(merged map[string][]byte, sf surface) map[string][]byte {
+	written := make([]string, 0, len(merged))
+	for p := range merged {
+		written = append(written, p)
+	}
+	out := evolution.FolderCopies(sf.effective(), written)
+	for p, c := range merged {
+		out[p] = c
+	}
+	return out
 }
 
 // recheck gates an auto apply again before anything is published: the files

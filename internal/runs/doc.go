@@ -55,7 +55,9 @@
 //  1. draft: __evo_agent__ (evolution.DraftPrompt, session content as delimited
 //     data) answers a patch or a skip (→ skipped with the reason). The paths are
 //     validated, the patch is applied to a sandbox copy of the workspace's
-//     files, patch.json and patch.md are stored.
+//     files (a workspace folder it creates gets copies of the other files of
+//     the global or built-in folder it replaces, as the apply publishes them:
+//     evolution.FolderCopies), patch.json and patch.md are stored.
 //  2. dry-run: the source agent (chat.Assemble on the sandbox surface, a root
 //     session, workspace access) answers the test message, with no tools: the
 //     runtime's tools act on the live workspace, and egress tools are never

@@ -386,6 +386,8 @@ type ctlModel struct {
 	mu     sync.Mutex
 	calls  map[string]int
 	before func(ctx context.Context, phase string, req model.Request) error
+	// answer, when set, may answer a call instead of the inner model.
+	answer func(phase string, req model.Request) (model.Response, bool)
 }
 
 func (m *ctlModel) Name() string { return m.inner.Name() }
@@ -397,11 +399,16 @@ func (m *ctlModel) Generate(ctx context.Context, req model.Request) (model.Respo
 		m.calls = map[string]int{}
 	}
 	m.calls[ph]++
-	before := m.before
+	before, answer := m.before, m.answer
 	m.mu.Unlock()
 	if before != nil {
 		if err := before(ctx, ph, req); err != nil {
 			return model.Response{}, err
+		}
+	}
+	if answer != nil {
+		if resp, ok := answer(ph, req); ok {
+			return resp, nil
 		}
 	}
 	return m.inner.Generate(ctx, req)
@@ -410,6 +417,12 @@ func (m *ctlModel) Generate(ctx context.Context, req model.Request) (model.Respo
 func (m *ctlModel) setBefore(f func(ctx context.Context, phase string, req model.Request) error) {
 	m.mu.Lock()
 	m.before = f
+	m.mu.Unlock()
+}
+
+func (m *ctlModel) setAnswer(f func(phase string, req model.Request) (model.Response, bool)) {
+	m.mu.Lock()
+	m.answer = f
 	m.mu.Unlock()
 }
 

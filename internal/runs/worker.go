@@ -333,8 +333,9 @@ func (s *Service) execute(ctx context.Context, a *attempt) error {
 	a.log(s, fmt.Sprintf("draft: %d file(s) written, %d deleted", len(patch.Files), len(patch.Deletes)))
 
 	// Validate paths and build the sandbox: the workspace's files with the patch
-	// applied, as a publish would leave them.
-	sandboxOwn, err := applyPatch(a.data.Workspace, own, patch, s.clock.Now())
+	// applied, as a publish would leave them (with the copies that keep a new
+	// workspace folder from hiding the rest of the lower folder).
+	sandboxOwn, err := applyPatch(a.data.Workspace, own, live, patch, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -427,9 +428,12 @@ func lower(global []workspace.File) []workspace.File {
 }
 
 // applyPatch returns the workspace's files with the patch applied: files
-// written (path validated, size bounded) and deleted, within the surface's file
-// limit. A *runFailure (ReasonPatchPaths) when the patch does not fit.
-func applyPatch(ws string, own []workspace.File, p evolution.Patch, now time.Time) ([]workspace.File, error) {
+// written (path validated, size bounded), each folder they create completed
+// with the other files of the lower folder it replaces (evolution.FolderCopies
+// on live, the effective surface: what the apply publishes too), and files
+// deleted, within the surface's file limit. A *runFailure (ReasonPatchPaths)
+// when the patch does not fit.
+func applyPatch(ws string, own []workspace.File, live []workspace.EffectiveFile, p evolution.Patch, now time.Time) ([]workspace.File, error) {
 	byPath := map[string]workspace.File{}
 	for _, f := range own {
 		byPath[f.Path] = f
@@ -442,6 +446,13 @@ func applyPatch(ws string, own []workspace.File, p evolution.Patch, now time.Tim
 			return nil, fail(ReasonPatchPaths+":too_large", "patch file %q over %d bytes", f.Path, workspace.MaxFileSize)
 		}
 		byPath[f.Path] = workspace.NewFile(ws, f.Path, []byte(f.Content), now)
+	}
+	written := make([]string, 0, len(p.Files))
+	for _, f := range p.Files {
+		written = append(written, f.Path)
+	}
+	for path, content := range evolution.FolderCopies(live, written) {
+		byPath[path] = workspace.NewFile(ws, path, content, now)
 	}
 	for _, path := range p.Deletes {
 		if err := workspace.ValidatePath(path); err != nil {

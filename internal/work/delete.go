@@ -23,8 +23,9 @@ func (DeleteItem) WorkOp() {}
 // absent, ECONFLICT/ReasonChanged when it is not as described (nothing written),
 // ECONFLICT/ReasonAlsoFailed when an extra op's condition failed, and
 // EUNAVAILABLE when the store could not be reached and the item is known to
-// still exist. A write whose outcome was unknown is settled by reading the item
-// back: gone means deleted.
+// still exist, or when not even a read could settle whether it was deleted. A
+// write whose outcome was unknown is settled by reading the item back: gone
+// means deleted.
 func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Status, attempts int, also ...Op) error {
 	if err := ValidateKey(kind, id); err != nil {
 		return err
@@ -41,19 +42,28 @@ func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Stat
 			return nil
 		}
 		if idx, ok := failedIndex(err); ok {
-			if try > 0 && p.gone(ctx, kind, id) {
-				return nil // an earlier try landed and its response was lost
+			if try > 0 {
+				// An earlier try's outcome was unknown: it may have landed, its
+				// response lost, and be what failed this one.
+				switch p.presence(ctx, kind, id) {
+				case absent:
+					return nil
+				case unknown:
+					return molt.Unavailable(last, "delete %s %s: outcome unknown, the store could not be read back", kind, id)
+				}
 			}
 			if idx >= 1 {
 				return alsoFailed(idx - 1)
 			}
-			if _, gerr := p.Backend.GetItem(ctx, kind, id); molt.ErrorCode(gerr) == molt.ENOTFOUND {
+			if p.presence(ctx, kind, id) == absent {
 				return molt.NotFound("%s %s not found", kind, id)
 			}
 			return molt.Conflict(ReasonChanged, "%s %s changed since it was read", kind, id)
 		}
 		last = err
-		if p.gone(context.WithoutCancel(ctx), kind, id) {
+		// Sending a delete again is safe even blind: once it has landed, its own
+		// first op (the item exists) fails.
+		if p.presence(context.WithoutCancel(ctx), kind, id) == absent {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -63,8 +73,14 @@ func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Stat
 	return molt.Unavailable(last, "delete %s %s", kind, id)
 }
 
-// gone reports whether kind/id is known to be absent.
-func (p *Protocol) gone(ctx context.Context, kind Kind, id string) bool {
+// presence reads kind/id: absent, present or unknown.
+func (p *Protocol) presence(ctx context.Context, kind Kind, id string) readBack {
 	_, err := p.Backend.GetItem(ctx, kind, id)
-	return molt.ErrorCode(err) == molt.ENOTFOUND
+	switch {
+	case err == nil:
+		return present
+	case molt.ErrorCode(err) == molt.ENOTFOUND:
+		return absent
+	}
+	return unknown
 }

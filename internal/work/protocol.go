@@ -77,7 +77,9 @@ func (p *Protocol) Create(ctx context.Context, it Item, also ...Op) (Item, error
 //
 // Errors: ENOTFOUND; ECONFLICT with ReasonNotClaimable (not pending at seen),
 // ReasonBudgetFull or ReasonLocked; EUNAVAILABLE when the store could not be
-// reached and the claim is known not to have been taken.
+// reached: the claim was not taken, or, when even the read-back after a lost
+// response failed, it may have been (a claim nobody holds goes stale and the tick
+// returns it).
 func (p *Protocol) Claim(ctx context.Context, kind Kind, id string, seen, budget int) (Claim, Item, error) {
 	if err := ValidateKey(kind, id); err != nil {
 		return Claim{}, Item{}, err
@@ -345,10 +347,14 @@ func (p *Protocol) Update(ctx context.Context, kind Kind, id string, ch Change, 
 
 // commit runs ops whose first op writes kind/id with opID. When the outcome is
 // unknown it reads the item back: opID on the item means the commit was applied.
-// When it was not, and the failure was not a condition, the commit is tried again
-// (the conditions make that safe) up to p.tries() times. A condition failure after
-// an unknown outcome is also checked against opID: the earlier try may have landed
-// late. It returns nil, a *ConditionFailed, or EUNAVAILABLE.
+// When the read-back shows it was not, and the failure was not a condition, the
+// commit is tried again (the conditions make that safe) up to p.tries() times. A
+// condition failure after an unknown outcome is also checked against opID: the
+// earlier try may have landed late. When the read-back itself fails the outcome
+// stays unknown: the write is not sent again blind (an op whose condition its own
+// landing does not break, such as a heartbeat's or an extra op's, would apply
+// twice) and a condition failure is not reported as a refusal (the write may be
+// the one that broke it). It returns nil, a *ConditionFailed, or EUNAVAILABLE.
 func (p *Protocol) commit(ctx context.Context, kind Kind, id, opID string, ops []Op) error {
 	var last error
 	uncertain := false
@@ -358,38 +364,64 @@ func (p *Protocol) commit(ctx context.Context, kind Kind, id, opID string, ops [
 			return nil
 		}
 		if _, ok := failedIndex(err); ok {
-			if uncertain && p.landed(ctx, kind, id, opID) {
+			if !uncertain {
+				return err
+			}
+			switch p.landed(ctx, kind, id, opID) {
+			case wrote:
 				return nil
+			case unknown:
+				return molt.Unavailable(last, "%s %s: outcome unknown, the store could not be read back", kind, id)
 			}
 			return err
 		}
 		if ctx.Err() != nil {
 			// The caller gave up; we cannot tell, so read back once without it.
-			if p.landed(context.WithoutCancel(ctx), kind, id, opID) {
+			if p.landed(context.WithoutCancel(ctx), kind, id, opID) == wrote {
 				return nil
 			}
 			return molt.Unavailable(err, "%s %s: write abandoned", kind, id)
 		}
 		last, uncertain = err, true
-		if p.landed(ctx, kind, id, opID) {
+		switch p.landed(ctx, kind, id, opID) {
+		case wrote:
 			return nil
+		case unknown:
+			return molt.Unavailable(err, "%s %s: outcome unknown, the store could not be read back", kind, id)
 		}
 	}
 	return molt.Unavailable(last, "%s %s: store unavailable", kind, id)
 }
 
+// readBack is what a read-back found out about a write.
+type readBack int
+
+const (
+	notWritten readBack = iota // the item does not carry the write's op id
+	wrote                      // it does: the write was applied
+	unknown                    // the item could not be read
+	absent                     // Delete: the item does not exist
+	present                    // Delete: the item exists
+)
+
 // landed reads the item back and reports whether the write opID was applied.
-func (p *Protocol) landed(ctx context.Context, kind Kind, id, opID string) bool {
+func (p *Protocol) landed(ctx context.Context, kind Kind, id, opID string) readBack {
 	for i := 0; i < 3; i++ {
 		it, err := p.Backend.GetItem(ctx, kind, id)
 		if err == nil {
-			return it.OpID == opID
+			if it.OpID == opID {
+				return wrote
+			}
+			return notWritten
 		}
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
-			return false
+			return notWritten
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
-	return false
+	return unknown
 }
 
 func (p *Protocol) ownedErr(c Claim, what string, err error) error {

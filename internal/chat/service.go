@@ -181,7 +181,11 @@ func access(c auth.Caller, ws string, write bool) error {
 
 func sessionNotFound(id string) error { return molt.NotFound("session %s not found", id) }
 
-// session reads a session the caller may see (write: may chat in).
+// session reads a session the caller may see (write: may chat in). A write
+// also needs a token at least as privileged as the one that opened the session
+// (its recorded Access): /evo and the auto-apply source gate trust that record,
+// so a workspace token may read a session opened with full access but never
+// put its text into it.
 func (s *Service) session(ctx context.Context, c auth.Caller, id string, write bool) (session.Session, error) {
 	sess, err := s.store.GetSession(ctx, id)
 	if err != nil {
@@ -196,7 +200,25 @@ func (s *Service) session(ctx context.Context, c auth.Caller, id string, write b
 		}
 		return session.Session{}, err
 	}
+	if write && c.Token.Level.Rank() < accessRank(sess.Access) {
+		return session.Session{}, &molt.Error{Code: molt.EFORBIDDEN, Reason: ReasonSessionAccess,
+			Message: fmt.Sprintf("this session was opened with %s access; a %s token can read it but not write to it",
+				sess.Access, c.Token.Level)}
+	}
 	return sess, nil
+}
+
+// ReasonSessionAccess refuses a write to a session opened with more access than
+// the caller's token has.
+const ReasonSessionAccess = "session_access"
+
+// accessRank orders a session's recorded access like token levels; an unknown
+// or missing record counts as full, so nothing below full writes to it.
+func accessRank(a string) int {
+	if r := auth.Level(a).Rank(); r > 0 {
+		return r
+	}
+	return auth.Full.Rank()
 }
 
 // NewSession is a session to open.
@@ -386,7 +408,8 @@ func (s *Service) Turn(ctx context.Context, c auth.Caller, id string) (work.Item
 // compact-only turn). It returns the turn (pending).
 //
 // Errors: ENOTFOUND (no such session, or not visible to the caller); EFORBIDDEN
-// for a caller that may only read; EINVALID for an empty text; ETOOLARGE over
+// for a caller that may only read, or whose token is below the access the
+// session was opened with (ReasonSessionAccess); EINVALID for an empty text; ETOOLARGE over
 // session.MaxUserText bytes; EUNAVAILABLE when the store cannot be reached or
 // appends kept racing.
 func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text string) (work.Item, error) {

@@ -124,6 +124,7 @@ func (e *env) do(r req) *http.Response {
 	w := httptest.NewRecorder()
 	e.h.ServeHTTP(w, hr)
 	resp := w.Result()
+	resp.Request = hr // for failure messages
 	checkCommon(e.t, resp)
 	return resp
 }

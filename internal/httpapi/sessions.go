@@ -17,7 +17,9 @@ import (
 
 // sessionRoutes registers the chat routes (DESIGN.md §7). Every rule of access
 // lives in chat.Service: a workspace token only in its workspace (404 elsewhere,
-// revealing nothing), readonly tokens read but never post or open sessions (403).
+// revealing nothing), readonly tokens read but never post or open sessions (403),
+// and a session opened with full access is written to only by full tokens (403
+// session_access).
 func (s *server) sessionRoutes() {
 	s.handle("POST /api/workspaces/{ws}/sessions", s.createSession)
 	s.handle("GET /api/workspaces/{ws}/sessions", s.listSessions)

@@ -278,6 +278,16 @@ type signalStore struct {
 	counts  map[string]int
 	claims  map[string]time.Time // run id → when its claim committed
 	changed chan struct{}
+	// before, when set, runs before each commit (to let another writer in
+	// between a caller's read and its write).
+	before func(ops []work.Op)
+}
+
+// setBefore sets the hook run before each commit (nil: none).
+func (s *signalStore) setBefore(f func(ops []work.Op)) {
+	s.mu.Lock()
+	s.before = f
+	s.mu.Unlock()
 }
 
 func (s *signalStore) count(name string) {
@@ -314,6 +324,12 @@ func (s *signalStore) claimedAt(id string) time.Time {
 
 func (s *signalStore) Commit(ctx context.Context, ops ...work.Op) error {
 	s.count("Commit")
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(ops)
+	}
 	err := s.Store.Commit(ctx, ops...)
 	now := time.Now()
 	s.mu.Lock()

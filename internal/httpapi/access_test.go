@@ -413,3 +413,41 @@ func TestSessionKeepsItsAccessLevel(t *testing.T) {
 	wantStatus(t, e.do(req{method: "POST", path: "/api/sessions/" + wsSession + "/messages", token: e.full, body: `{"text":"hi"}`}), 202)
 	wantStatus(t, e.do(req{method: "POST", path: path + "/messages", token: e.full, body: `{"text":"hi"}`}), 202)
 }
+
+// TestQueryParameters: every listing refuses a bad parameter with 400 naming it,
+// and a query string that does not parse is refused, never read as absent.
+func TestQueryParameters(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	sid := e.session(e.wsTok)
+	for _, tc := range []struct{ path, field string }{
+		{"/api/workspaces?limit=0", "limit"},
+		{"/api/workspaces?limit=-1", "limit"},
+		{"/api/workspaces?limit=201", "limit"},
+		{"/api/workspaces?limit=x", "limit"},
+		{"/api/workspaces?cursor=!!!", "cursor"},
+		{"/api/workspaces?cursor=%%%", "cursor"},
+		{"/api/workspaces?limit=%zz", "limit"},
+		{"/api/workspaces/acme/sessions?limit=0", "limit"},
+		{"/api/workspaces/acme/sessions?limit=101", "limit"},
+		{"/api/workspaces/acme/sessions?cursor=***", "cursor"},
+		{"/api/workspaces/acme/sessions?cursor=%%%", "cursor"},
+		{"/api/sessions/" + sid + "/messages?after=-1", "after"},
+		{"/api/sessions/" + sid + "/messages?after=x", "after"},
+		{"/api/sessions/" + sid + "/messages?after=%", "after"},
+		{"/api/sessions/" + sid + "/messages?limit=0", "limit"},
+		{"/api/sessions/" + sid + "/messages?limit=201", "limit"},
+		{"/api/evolution/runs?status=bogus", "status"},
+		{"/api/evolution/runs?filter=x", "filter"},
+		{"/api/evolution/runs?view=live", "view"},
+		{"/api/evolution/runs?cursor=***", "cursor"},
+		{"/api/evolution/runs?limit=0", "limit"},
+		{"/api/evolution/runs?limit=1%;", "limit"},
+	} {
+		wantProblem(t, e.do(req{method: "GET", path: tc.path, token: e.full}), 400, "invalid", tc.field)
+	}
+	for _, path := range []string{"/api/workspaces?limit=200", "/api/workspaces/acme/sessions?limit=100",
+		"/api/sessions/" + sid + "/messages?after=0&limit=200", "/api/evolution/runs?view=archived&filter=auto&limit=1"} {
+		wantStatus(t, e.do(req{method: "GET", path: path, token: e.full}), 200)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -243,6 +244,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(rec, r, err)
 		return
 	}
+	if err := checkQuery(r.URL.RawQuery); err != nil {
+		rec.routed = true
+		s.writeError(rec, r, err)
+		return
+	}
 	s.mux.ServeHTTP(rec, r)
 	if !rec.wrote {
 		rec.WriteHeader(http.StatusOK)
@@ -268,6 +274,28 @@ func checkRawPath(r *http.Request) error {
 			return bad
 		case strings.ContainsAny(seg, "\\\x00"):
 			return bad
+		}
+	}
+	return nil
+}
+
+// checkQuery refuses a query string that url.ParseQuery would partly drop
+// (a bad percent-encoding, a semicolon), so that a malformed parameter is a 400
+// naming it rather than silently read as absent.
+func checkQuery(raw string) error {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil || strings.Contains(k, ";") {
+			return molt.Invalid("query", "the query string is malformed: bad parameter name")
+		}
+		if _, err := url.QueryUnescape(v); err != nil || strings.Contains(v, ";") {
+			return molt.Invalid(key, "query parameter %s is malformed (bad percent-encoding or a semicolon)", key)
 		}
 	}
 	return nil

@@ -72,8 +72,8 @@ func (s *server) listWorkspaces(w http.ResponseWriter, r *http.Request, c auth.C
 	pq.Cursor = q.Get("cursor")
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil {
-			return molt.Invalid("limit", "limit must be an integer")
+		if err != nil || n < 1 || n > page.MaxLimit {
+			return molt.Invalid("limit", "limit must be an integer between 1 and %d", page.MaxLimit)
 		}
 		pq.Limit = n
 	}

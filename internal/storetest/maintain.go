@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -117,5 +118,47 @@ func testMaintainer(t *testing.T, open Opener) {
 	res, err := m.RunOnce(e.ctx)
 	if err != nil || res.Requeued != 0 || res.Expired != 0 {
 		t.Fatalf("third pass %+v %v, want nothing stale", res, err)
+	}
+}
+
+// failingQueue refuses wake-ups of one kind.
+type failingQueue struct {
+	recorder
+	kind work.Kind
+}
+
+func (q *failingQueue) Send(ctx context.Context, m queue.Message) error {
+	if m.Kind == string(q.kind) {
+		return errors.New("queue unavailable")
+	}
+	return q.recorder.Send(ctx, m)
+}
+
+// testMaintainerKindsIndependent: one kind whose pass fails (its queue refuses
+// wake-ups) does not stop the pass over the other kinds; the pass still reports
+// the failure.
+func testMaintainerKindsIndependent(t *testing.T, open Opener) {
+	e := setup(t, open)
+	const broken, other work.Kind = "broken", "other"
+	q := &failingQueue{kind: broken}
+	pols := []work.Policy{
+		{Kind: broken, Timeout: 10 * time.Minute, MaxAttempts: 3},
+		{Kind: other, Timeout: 10 * time.Minute, MaxAttempts: 3},
+	}
+	m := &work.Maintainer{Protocol: e.p, Queue: q,
+		Policies: func(context.Context) ([]work.Policy, error) { return pols, nil }}
+	e.create(broken, "") // pending, its wake-up to be re-sent
+	stale := e.claim(e.create(other, ""), 0)
+	waiting := e.create(other, "")
+	e.clock.Advance(11 * time.Minute)
+	_, err := m.RunOnce(e.ctx)
+	if err == nil {
+		t.Fatal("a pass whose wake-ups failed reported no error")
+	}
+	if got := e.get(other, stale.ID); got.Status != work.StatusPending {
+		t.Fatalf("stale %s claim is %s after a pass, want requeued despite the %s kind's failure", other, got.Status, broken)
+	}
+	if q.count(waiting.ID) == 0 {
+		t.Fatalf("no wake-up re-sent for pending %s work after the %s kind failed", other, broken)
 	}
 }

@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -59,19 +60,22 @@ type Result struct {
 
 // RunOnce runs one pass. Two passes may run at once: every move is a conditional
 // write on what the pass read, so the loser of a race writes nothing (Raced), and a
-// duplicate wake-up is harmless by the queue's contract.
+// duplicate wake-up is harmless by the queue's contract. A kind whose pass fails
+// (its store reads, its queue) does not stop the passes of the other kinds; the
+// failures are returned together.
 func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
 	pols, err := m.Policies(ctx)
 	if err != nil {
 		return res, fmt.Errorf("read policies: %w", err)
 	}
+	var errs []error
 	for _, pol := range pols {
 		if err := m.pass(ctx, pol, &res); err != nil {
-			return res, fmt.Errorf("maintain %s: %w", pol.Kind, err)
+			errs = append(errs, fmt.Errorf("maintain %s: %w", pol.Kind, err))
 		}
 	}
-	return res, nil
+	return res, errors.Join(errs...)
 }
 
 func (m *Maintainer) limit() int {

@@ -121,6 +121,41 @@ func testMaintainer(t *testing.T, open Opener) {
 	}
 }
 
+// testMaintainerLimit: a pass bounded to Limit items still reaches a stale claim
+// behind more than Limit fresh ones (claims outnumber Limit when a kind's budget
+// is above it, unlimited, or lowered while claims are held). Listed newest first,
+// the oldest item — the one most likely to be stale — would never be looked at.
+func testMaintainerLimit(t *testing.T, open Opener) {
+	e := setup(t, open)
+	rec := &recorder{}
+	pol := work.Policy{Kind: kindT, Timeout: 10 * time.Minute, MaxAttempts: 3}
+	m := &work.Maintainer{Protocol: e.p, Queue: rec, Limit: 2,
+		Policies: func(context.Context) ([]work.Policy, error) { return []work.Policy{pol}, nil }}
+	dead := e.claim(e.create(kindT, ""), 0) // its worker died
+	var live []work.Claim
+	for i := 0; i < 5; i++ {
+		live = append(live, e.claim(e.create(kindT, ""), 0))
+	}
+	e.clock.Advance(11 * time.Minute)
+	for _, c := range live {
+		if err := e.p.Heartbeat(e.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := m.RunOnce(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(kindT, dead.ID); got.Status != work.StatusPending || res.Requeued != 1 {
+		t.Fatalf("stale claim behind %d fresh ones: %s after a pass (%+v), want requeued", len(live), got.Status, res)
+	}
+	for _, c := range live {
+		if got := e.get(kindT, c.ID); got.Status != work.StatusRunning || got.Token != c.Token {
+			t.Fatalf("fresh claim %s touched: %+v", c.ID, got)
+		}
+	}
+}
+
 // failingQueue refuses wake-ups of one kind.
 type failingQueue struct {
 	recorder

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Transactions", func(t *testing.T) { t.Parallel(); testTransactions(t, open) })
 	t.Run("Faults", func(t *testing.T) { t.Parallel(); testFaults(t, open) })
 	t.Run("Maintainer", func(t *testing.T) { t.Parallel(); testMaintainer(t, open) })
+	t.Run("MaintainerLimit", func(t *testing.T) { t.Parallel(); testMaintainerLimit(t, open) })
 	t.Run("MaintainerKindsIndependent", func(t *testing.T) { t.Parallel(); testMaintainerKindsIndependent(t, open) })
 	t.Run("Takeover", func(t *testing.T) { t.Parallel(); testTakeover(t, open) })
 	t.Run("ExpireAlso", func(t *testing.T) { t.Parallel(); testExpireAlso(t, open) })

@@ -44,7 +44,11 @@ type Maintainer struct {
 	Protocol *Protocol
 	Queue    queue.Sender
 	Policies func(ctx context.Context) ([]Policy, error)
-	// Limit bounds the items looked at per kind and status in one pass (default 100).
+	// Limit bounds the work of one pass per kind and status (default 100): the
+	// stale claims it moves or wakes, and the pending items it looks at. Claimed
+	// items are paged through until Limit stale ones are found, so a stale claim
+	// behind many fresh ones is reached (their number is the kind's budget, which
+	// may exceed Limit).
 	Limit  int
 	Logger *slog.Logger
 }
@@ -139,58 +143,15 @@ func (m *Maintainer) pass(ctx context.Context, pol Policy, res *Result) error {
 	}
 	staleBefore := now.Add(-pol.Timeout)
 	for _, st := range claimed {
-		pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: st, Page: page.Query{Limit: m.limit()}})
-		if err != nil {
+		if err := m.stale(ctx, pol, st, staleBefore, expired, res); err != nil {
 			return err
-		}
-		for _, it := range pg.Items {
-			if !it.Active || !it.HeartbeatAt.Before(staleBefore) {
-				continue
-			}
-			if it.Used() >= pol.MaxAttempts {
-				if err := m.expire(ctx, pol, it, staleBefore, expired, res); err != nil {
-					return err
-				}
-				continue
-			}
-			if hasStatus(pol.Resume, it.Status) {
-				// Resumed in place by the worker's takeover; only wake it.
-				if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
-					m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
-				} else {
-					res.Resumed++
-					res.Resent++
-				}
-				continue
-			}
-			got, err := m.Protocol.Requeue(ctx, it, staleBefore, pol.MaxAttempts, expired)
-			switch {
-			case molt.ErrorCode(err) == molt.ECONFLICT:
-				res.Raced++
-				continue
-			case err != nil:
-				return err
-			}
-			m.logger().InfoContext(ctx, "stale claim", slog.String("kind", string(it.Kind)),
-				slog.String("id", it.ID), slog.String("status", string(got.Status)), slog.Int("attempts", it.Attempts))
-			if got.Status == StatusPending {
-				res.Requeued++
-				if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
-					// The next pass re-sends; the item is safe in the store.
-					m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
-				} else {
-					res.Resent++
-				}
-			} else {
-				res.Expired++
-			}
 		}
 	}
 	resendAfter := pol.ResendAfter
 	if resendAfter <= 0 {
 		resendAfter = time.Minute
 	}
-	pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: StatusPending, Oldest: true, Page: page.Query{Limit: m.limit()}})
+	pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: StatusPending, Oldest: true, Page: page.Query{Limit: min(m.limit(), page.MaxLimit)}})
 	if err != nil {
 		return err
 	}
@@ -201,6 +162,75 @@ func (m *Maintainer) pass(ctx context.Context, pol Policy, res *Result) error {
 		if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
 			return fmt.Errorf("resend %s: %w", it.ID, err)
 		}
+		res.Resent++
+	}
+	return nil
+}
+
+// stale handles the stale claims of pol's kind in status st: up to Limit of them,
+// paging through the listing (oldest first) until that many are found or it ends.
+func (m *Maintainer) stale(ctx context.Context, pol Policy, st Status, staleBefore time.Time, expired Status, res *Result) error {
+	handled, cursor := 0, ""
+	for {
+		pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: pol.Kind, Status: st, Oldest: true,
+			Page: page.Query{Cursor: cursor, Limit: min(m.limit(), page.MaxLimit)}})
+		if err != nil {
+			return err
+		}
+		for _, it := range pg.Items {
+			if !it.Active || !it.HeartbeatAt.Before(staleBefore) {
+				continue
+			}
+			if handled >= m.limit() {
+				return nil // the next pass goes on
+			}
+			handled++
+			if err := m.move(ctx, pol, it, staleBefore, expired, res); err != nil {
+				return err
+			}
+		}
+		if pg.Next == "" {
+			return nil
+		}
+		cursor = pg.Next
+	}
+}
+
+// move handles one stale claim: expired when its attempts are spent, woken for a
+// takeover in a Resume status, returned to pending otherwise.
+func (m *Maintainer) move(ctx context.Context, pol Policy, it Item, staleBefore time.Time, expired Status, res *Result) error {
+	if it.Used() >= pol.MaxAttempts {
+		return m.expire(ctx, pol, it, staleBefore, expired, res)
+	}
+	if hasStatus(pol.Resume, it.Status) {
+		// Resumed in place by the worker's takeover; only wake it.
+		if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+			m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
+		} else {
+			res.Resumed++
+			res.Resent++
+		}
+		return nil
+	}
+	got, err := m.Protocol.Requeue(ctx, it, staleBefore, pol.MaxAttempts, expired)
+	switch {
+	case molt.ErrorCode(err) == molt.ECONFLICT:
+		res.Raced++
+		return nil
+	case err != nil:
+		return err
+	}
+	m.logger().InfoContext(ctx, "stale claim", slog.String("kind", string(it.Kind)),
+		slog.String("id", it.ID), slog.String("status", string(got.Status)), slog.Int("attempts", it.Attempts))
+	if got.Status != StatusPending {
+		res.Expired++
+		return nil
+	}
+	res.Requeued++
+	if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+		// The next pass re-sends; the item is safe in the store.
+		m.logger().WarnContext(ctx, "wake-up not sent", slog.String("id", it.ID), slog.String("error", err.Error()))
+	} else {
 		res.Resent++
 	}
 	return nil

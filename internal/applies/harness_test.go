@@ -512,7 +512,16 @@ type countStore struct {
 	mu      sync.Mutex
 	counts  map[string]int
 	failPut func(workspace.File) error
+	// failGet, when set, may fail a GetItem (a store error in transit).
+	failGet func(kind work.Kind, id string) error
 	changed chan struct{} // closed at every write
+}
+
+// setFailGet makes GetItem fail with f's error (nil f: no failures).
+func (s *countStore) setFailGet(f func(kind work.Kind, id string) error) {
+	s.mu.Lock()
+	s.failGet = f
+	s.mu.Unlock()
 }
 
 // changes returns a channel closed at the next write.
@@ -559,6 +568,14 @@ func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
 }
 func (s *countStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	s.count("GetItem")
+	s.mu.Lock()
+	fail := s.failGet
+	s.mu.Unlock()
+	if fail != nil {
+		if err := fail(k, id); err != nil {
+			return work.Item{}, err
+		}
+	}
 	return s.Store.GetItem(ctx, k, id)
 }
 func (s *countStore) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {

@@ -64,11 +64,18 @@ func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult)
 	stamp := work.UpdateItem{Kind: work.KindApply, ID: it.ID,
 		If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: it.OpID},
 		Set: work.Set{Data: d.Encode(), UpdatedAt: now, OpID: s.ids.NewID()}}
+	// The source session is the run's. A run that is gone (or not a run's)
+	// names no session; a run that could not be read is not gone: the notice
+	// waits for the next pass rather than being stamped without its line.
 	sessionID := ""
-	if r, err := s.store.GetItem(ctx, work.KindRun, firstOr(d.Runs)); err == nil {
+	r, err := s.store.GetItem(ctx, work.KindRun, firstOr(d.Runs))
+	switch {
+	case err == nil:
 		if rd, err := runs.ParseData(r.Data); err == nil {
 			sessionID = rd.SourceSession
 		}
+	case molt.ErrorCode(err) != molt.ENOTFOUND:
+		return fmt.Errorf("read run %s: %w", firstOr(d.Runs), err)
 	}
 	for try := 0; try < 3; try++ {
 		var sess session.Session

@@ -1,12 +1,14 @@
 package applies_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/evolution"
+	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
 )
@@ -125,4 +127,40 @@ func TestNoticeText(t *testing.T) {
 	if got := applies.NoticeText("ap2", applies.Data{Published: []string{"INSTRUCTIONS.md"}}); !strings.Contains(got, "changed INSTRUCTIONS.md;") && !strings.Contains(got, "changed INSTRUCTIONS.md.") {
 		t.Fatalf("notice %q", got)
 	}
+}
+
+// TestNoticeStoreError: a store error reading the apply's source run is not a
+// session that is gone: the notice is left for the next tick, which sends the
+// line, instead of stamping notified_at without one (a missed notice).
+func TestNoticeStoreError(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		e.settings(func(s *settingsT) { s.Evolution.Level = "L2" })
+		sess := e.session("acme")
+		run, id := e.approve(runSpec{files: map[string]string{"INSTRUCTIONS.md": "rules"}, auto: true, session: sess.ID})
+		e.drainOK()
+		e.wantStatus(work.KindApply, id, applies.StatusApplied)
+
+		e.store.setFailGet(func(kind work.Kind, rid string) error {
+			if kind == work.KindRun && rid == run {
+				return molt.Unavailable(errors.New("connection reset"), "get run %s", rid)
+			}
+			return nil
+		})
+		res, _ := e.svc.Notify(e.ctx)
+		e.store.setFailGet(nil)
+		if res.Stamped != 0 || res.Sent != 0 {
+			t.Fatalf("notify with the run unreadable = %+v: nothing may be stamped or sent", res)
+		}
+		if d := e.data(id); d.NotifiedAt != nil {
+			t.Fatal("notified_at stamped without a line while the session exists")
+		}
+		if res, err := e.svc.Notify(e.ctx); err != nil || res.Sent != 1 {
+			t.Fatalf("next notify = %+v %v, want the line sent", res, err)
+		}
+		if lines := systemLines(e.messages(sess.ID)); len(lines) != 1 {
+			t.Fatalf("session has %d system lines, want 1: %q", len(lines), lines)
+		}
+	})
 }

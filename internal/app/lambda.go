@@ -6,8 +6,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/sqsbatch"
 	"github.com/molt-dev/molt/internal/work"
@@ -19,9 +19,10 @@ const (
 	FnTicker = "ticker"
 )
 
-// APILambda returns the API Gateway HTTP API (payload 2.0) handler.
+// APILambda returns the API Gateway HTTP API (payload 2.0) handler
+// (httpapi.Lambda: the proxy, with named stages and malformed events handled).
 func (a *App) APILambda() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return httpadapter.NewV2(a.HTTPHandler()).ProxyWithContext
+	return httpapi.Lambda(a.HTTPHandler())
 }
 
 // TickerLambda returns the scheduled handler: one bounded maintenance pass,

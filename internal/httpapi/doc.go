@@ -1,6 +1,7 @@
 // Package httpapi is molt's UI API (DESIGN.md §6, §7) as one plain net/http
-// handler. The same handler is served by `molt serve` and, through
-// aws-lambda-go-api-proxy (API Gateway HTTP API, payload 2.0), by the api Lambda.
+// handler. The same handler is served by `molt serve` and, through Lambda
+// (aws-lambda-go-api-proxy for API Gateway HTTP API payload 2.0, plus named
+// stages and malformed events), by the api Lambda.
 //
 // Every route but /health needs `Authorization: Bearer <secret>`; the secret is
 // hashed (auth.Hash) and looked up in the store. Levels:

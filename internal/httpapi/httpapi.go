@@ -206,7 +206,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) error {
 // log line per request.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID(r)
+	id := newRequestID(r.Context(), r.Header.Get("X-Request-Id"))
 	ctx := obs.With(context.WithValue(r.Context(), reqIDKey{}, id), slog.String("request_id", id))
 	r = r.WithContext(ctx)
 
@@ -310,13 +310,13 @@ func requestID(ctx context.Context) string {
 
 var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
 
-// newRequestID returns the caller's X-Request-Id when it is sane, else the Lambda
-// request id, else a random one.
-func newRequestID(r *http.Request) string {
-	if v := r.Header.Get("X-Request-Id"); reqIDRe.MatchString(v) {
-		return v
+// newRequestID returns the caller's X-Request-Id (header) when it is sane, else
+// the Lambda request id, else a random one.
+func newRequestID(ctx context.Context, header string) string {
+	if reqIDRe.MatchString(header) {
+		return header
 	}
-	if lc, ok := lambdacontext.FromContext(r.Context()); ok && reqIDRe.MatchString(lc.AwsRequestID) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && reqIDRe.MatchString(lc.AwsRequestID) {
 		return lc.AwsRequestID
 	}
 	var b [16]byte

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/molt-dev/molt/internal/httpapi"
 )
 
 // sampleV2 loads a real API Gateway HTTP API (payload 2.0) sample event shipped
@@ -152,6 +154,69 @@ func TestLambdaProxy(t *testing.T) {
 	for _, f := range e.allFiles("acme", "other") {
 		if string(f.Content) == "pwned" {
 			t.Errorf("written through the proxy: %s/%s", f.Workspace, f.Path)
+		}
+	}
+}
+
+// TestLambdaEvents sends API Gateway payload 2.0 events the proxy alone gets
+// wrong through httpapi.Lambda: a named stage in rawPath, a rawPath with a bad
+// percent-encoding or a control character, a body that is not base64. Each is
+// answered by the handler (a problem document, never a Lambda error that API
+// Gateway would show as a bare 500), and nothing is written.
+func TestLambdaEvents(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	fn := httpapi.Lambda(e.h)
+	base := sampleV2(t, "apigw-v2-request-no-authorizer.json")
+	event := func(method, stage, rawPath, body string, b64 bool) events.APIGatewayV2HTTPRequest {
+		ev := base
+		ev.RawPath, ev.RawQueryString = rawPath, ""
+		ev.RequestContext.Stage = stage
+		ev.RequestContext.HTTP.Method = method
+		ev.RequestContext.HTTP.Path = rawPath
+		ev.Headers = map[string]string{"authorization": "Bearer " + e.full}
+		ev.Body, ev.IsBase64Encoded = body, b64
+		return ev
+	}
+	invoke := func(ev events.APIGatewayV2HTTPRequest, status int, code string) events.APIGatewayV2HTTPResponse {
+		t.Helper()
+		resp, err := fn(context.Background(), ev)
+		if err != nil {
+			t.Fatalf("%s %s (stage %s): Lambda error %v; want an HTTP answer", ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.Stage, err)
+		}
+		if resp.StatusCode != status {
+			t.Fatalf("%s %s (stage %s): status %d, want %d; body %s", ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.Stage, resp.StatusCode, status, resp.Body)
+		}
+		if resp.Headers["X-Content-Type-Options"] != "nosniff" || resp.Headers["Cache-Control"] != "no-store" || resp.Headers["X-Request-Id"] == "" {
+			t.Errorf("%s: headers %v", ev.RawPath, resp.Headers)
+		}
+		if status >= 400 {
+			var p problemDoc
+			if resp.Headers["Content-Type"] != "application/problem+json" || json.Unmarshal([]byte(resp.Body), &p) != nil || p.Code != code || p.Status != status {
+				t.Errorf("%s: problem %v %s, want code %s", ev.RawPath, resp.Headers, resp.Body, code)
+			}
+		}
+		return resp
+	}
+
+	// A named stage prefixes rawPath; $default does not.
+	invoke(event("GET", "prod", "/prod/health", "", false), 200, "")
+	invoke(event("GET", "prod", "/prod/api/workspaces/acme", "", false), 200, "")
+	invoke(event("PUT", "prod", "/prod/api/workspaces/acme/files/USER.md", "hello", false), 201, "")
+	invoke(event("GET", "$default", "/api/workspaces/acme", "", false), 200, "")
+	invoke(event("GET", "", "/api/workspaces/acme", "", false), 200, "")
+	// Only the stage's own segment is removed.
+	invoke(event("GET", "prod", "/production/api/workspaces", "", false), 404, "not_found")
+
+	// Events the proxy cannot turn into a request.
+	invoke(event("PUT", "$default", "/api/workspaces/acme/files/INDEX%zz.md", "pwned", false), 400, "invalid_path")
+	invoke(event("PUT", "$default", "/api/workspaces/acme/files/INDEX\x7f.md", "pwned", false), 400, "invalid_path")
+	invoke(event("PUT", "$default", "/api/workspaces/acme/files/INDEX.md", "!!not base64!!", true), 400, "invalid")
+	invoke(event("PUT", "prod", "/prod/api/workspaces/acme/files/%2e%2e/x", "pwned", false), 400, "invalid_path")
+
+	for _, f := range e.allFiles("acme", "other") {
+		if string(f.Content) == "pwned" || f.Path != "USER.md" {
+			t.Errorf("written through Lambda: %s/%s", f.Workspace, f.Path)
 		}
 	}
 }

@@ -289,13 +289,16 @@ func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev in
 	u.setVal(attrTitleRev, num(int64(ifRev+1)))
 	u.setVal(attrUpdatedAt, tnum(s.now()))
 	cond := "attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrTitleRev) + " = " + e.value(num(int64(ifRev)))
-	var n attempts
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: sessionKey(id),
-		UpdateExpression: aws.String(u.expr()), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
-		ReturnValues: types.ReturnValueAllNew,
-	}, n.opt)
+	var out *dynamodb.UpdateItemOutput
+	retried, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) (err error) {
+		out, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: sessionKey(id),
+			UpdateExpression: aws.String(u.expr()), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+			ReturnValues: types.ReturnValueAllNew,
+		}, opt)
+		return err
+	})
 	if err == nil {
 		return decodeSession(out.Attributes), nil
 	}
@@ -306,7 +309,7 @@ func (s *Store) SetTitle(ctx context.Context, id, title, source string, ifRev in
 	if gerr != nil {
 		return session.Session{}, gerr
 	}
-	if n.retried() && cur.TitleRev == ifRev+1 && cur.Title == title && cur.TitleSource == source {
+	if retried && cur.TitleRev == ifRev+1 && cur.Title == title && cur.TitleSource == source {
 		return cur, nil // our own earlier attempt
 	}
 	return session.Session{}, molt.Conflict(ReasonStaleTitle, "session %s title is at revision %d, not %d", id, cur.TitleRev, ifRev)
@@ -323,13 +326,15 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	var e exprs
-	var n attempts
-	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: sessionKey(id),
-		ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
-		ExpressionAttributeNames: e.names,
-	}, n.opt)
-	if _, cond := conditionIndex(err); cond && !n.retried() {
+	retried, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) error {
+		_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table), Key: sessionKey(id),
+			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+			ExpressionAttributeNames: e.names,
+		}, opt)
+		return err
+	})
+	if _, cond := conditionIndex(err); cond && !retried {
 		if err := s.deleteMessages(ctx, id, true); err != nil {
 			return fmt.Errorf("delete leftover messages of session %s: %w", id, err)
 		}

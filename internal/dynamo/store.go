@@ -264,9 +264,16 @@ func conditionIndex(err error) (int, bool) {
 	return 0, false
 }
 
-// transient reports a transaction DynamoDB cancelled without applying it for a
-// reason that a retry may clear (another transaction on the same item, throttling).
+// transient reports a write DynamoDB refused without applying it for a reason
+// that a retry may clear: a transaction cancelled because of another transaction
+// on one of its items or throttling, or a single-item write refused because an
+// ongoing transaction holds its item (TransactionConflictException, which the SDK
+// does not retry).
 func transient(err error) bool {
+	var conflict *types.TransactionConflictException
+	if errors.As(err, &conflict) {
+		return true
+	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
 		return false

@@ -255,13 +255,23 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 	return tx, nil
 }
 
-// write sends items (see send), retrying a transaction that DynamoDB cancelled
-// without applying it because of a conflicting transaction. retried reports
-// whether the SDK re-sent any request (a condition failure is then ambiguous).
+// write sends items (see send), retrying a write that DynamoDB refused without
+// applying it because of a conflicting transaction (see retrying). retried
+// reports whether the SDK re-sent any request (a condition failure is then
+// ambiguous).
 func (s *Store) write(ctx context.Context, items []types.TransactWriteItem) (retried bool, err error) {
+	return s.retrying(ctx, func(opt func(*dynamodb.Options)) error { return s.send(ctx, items, opt) })
+}
+
+// retrying runs call, one write request, passing it a fresh attempt counter as a
+// per-call option; while DynamoDB refuses the write without applying it for a
+// conflicting transaction or throttling (see transient), it calls it again after
+// a backoff, up to conflictTries times. retried reports whether the SDK re-sent
+// any request (its first attempt may have landed).
+func (s *Store) retrying(ctx context.Context, call func(opt func(*dynamodb.Options)) error) (retried bool, err error) {
 	for try := 0; ; try++ {
 		var n attempts
-		err := s.send(ctx, items, n.opt)
+		err := call(n.opt)
 		retried = retried || n.retried()
 		if err == nil || !transient(err) || try+1 >= conflictTries {
 			return retried, err

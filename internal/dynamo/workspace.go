@@ -95,11 +95,15 @@ func (s *Store) PutWorkspace(ctx context.Context, w workspace.Workspace) (worksp
 	}
 	ifNew(attrCreatedAt, tnum(created))
 	ifNew(attrG1SK, str(sortKey))
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: metaKey(w.Name),
-		UpdateExpression:         aws.String(u.expr()),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
-		ReturnValues: types.ReturnValueAllOld,
+	var out *dynamodb.UpdateItemOutput
+	_, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) (err error) {
+		out, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: metaKey(w.Name),
+			UpdateExpression:         aws.String(u.expr()),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+			ReturnValues: types.ReturnValueAllOld,
+		}, opt)
+		return err
 	})
 	if err != nil {
 		return workspace.Workspace{}, false, failure("put workspace "+w.Name, err)
@@ -167,13 +171,15 @@ func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 		return reserved(name)
 	}
 	var e exprs
-	var n attempts
-	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: metaKey(name),
-		ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
-		ExpressionAttributeNames: e.names,
-	}, n.opt)
-	if _, cond := conditionIndex(err); cond && !n.retried() {
+	retried, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) error {
+		_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table), Key: metaKey(name),
+			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+			ExpressionAttributeNames: e.names,
+		}, opt)
+		return err
+	})
+	if _, cond := conditionIndex(err); cond && !retried {
 		// An earlier delete may have stopped after removing META: finish its
 		// work, unless the workspace was created again meanwhile.
 		if err := s.deleteSurface(ctx, name, true); err != nil {

@@ -20,13 +20,15 @@ const AdminTokenFile = "admin-token"
 // EnsureAdminToken makes sure an admin (full) token exists and returns its secret.
 // With envSecret (MOLT_ADMIN_TOKEN) set, that secret is stored (idempotently) and
 // used. Otherwise the secret in <dataDir>/admin-token is reused when its hash is in
-// the store; on first start a new token is created, printed once to out, and
+// the store (stored again when not); either secret must pass auth.ValidateSecret
+// (EINVALID otherwise, so an unusable admin token fails the start, not every
+// request); on first start a new token is created, printed once to out, and
 // written to that file with mode 0600.
 func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Writer) (string, error) {
 	path := filepath.Join(a.Config.DataDir, AdminTokenFile)
 	if envSecret != "" {
-		if len(envSecret) < 20 {
-			return "", molt.Invalid("MOLT_ADMIN_TOKEN", "MOLT_ADMIN_TOKEN must be at least 20 characters")
+		if err := auth.ValidateSecret("MOLT_ADMIN_TOKEN", envSecret); err != nil {
+			return "", err
 		}
 		if err := a.storeFull(ctx, envSecret); err != nil {
 			return "", err
@@ -36,6 +38,9 @@ func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Wri
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		secret := strings.TrimSpace(string(b))
+		if err := auth.ValidateSecret(path, secret); err != nil {
+			return "", err
+		}
 		if _, err := a.Store.TokenByHash(ctx, auth.Hash(secret)); err == nil {
 			fmt.Fprintf(out, "admin token: in %s\n", path)
 			return secret, nil

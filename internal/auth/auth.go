@@ -99,6 +99,28 @@ func validate(level Level, ws string) error {
 	return molt.Invalid("level", "level must be full, workspace or readonly")
 }
 
+// Lengths of a secret an operator chooses (MOLT_ADMIN_TOKEN): long enough not to
+// be guessed, short enough for ParseBearer.
+const (
+	MinSecret = 20
+	MaxSecret = 200
+)
+
+// ValidateSecret returns EINVALID naming field unless secret is one a client can
+// present as a bearer token: MinSecret to MaxSecret visible ASCII characters, no
+// comma (ParseBearer accepts exactly these). Secrets made by NewSecret pass.
+func ValidateSecret(field, secret string) error {
+	if len(secret) < MinSecret || len(secret) > MaxSecret {
+		return molt.Invalid(field, "%s must be %d to %d characters", field, MinSecret, MaxSecret)
+	}
+	for i := 0; i < len(secret); i++ {
+		if c := secret[i]; c <= ' ' || c > '~' || c == ',' {
+			return molt.Invalid(field, "%s must be visible ASCII characters without spaces or commas", field)
+		}
+	}
+	return nil
+}
+
 // ParseBearer extracts the secret from an Authorization header value. It returns ""
 // when the header is not a well-formed bearer credential.
 func ParseBearer(header string) string {
@@ -107,7 +129,7 @@ func ParseBearer(header string) string {
 		return ""
 	}
 	s := strings.TrimSpace(header[len(p):])
-	if len(s) > 200 || strings.ContainsAny(s, " \t,") {
+	if len(s) > MaxSecret || strings.ContainsAny(s, " \t,") {
 		return ""
 	}
 	return s

@@ -80,3 +80,37 @@ func TestCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSecret: exactly the secrets ParseBearer gives back whole pass.
+func TestValidateSecret(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		s := auth.NewSecret()
+		if err := auth.ValidateSecret("secret", s); err != nil {
+			t.Fatalf("NewSecret %q: %v", s, err)
+		}
+	}
+	for s, ok := range map[string]bool{
+		strings.Repeat("a", auth.MinSecret):       true,
+		strings.Repeat("a", auth.MaxSecret):       true,
+		"molt_ABC-def_123.~+/=!#$%&'*()<>?@[]^{}": true,
+		strings.Repeat("a", auth.MinSecret-1):     false,
+		strings.Repeat("a", auth.MaxSecret+1):     false,
+		"twenty characters, with a comma":         false,
+		"twenty characters with spaces":           false,
+		"twenty\tcharacters\twith\ttabs":          false,
+		"twenty-characters-and-é-accent":          false,
+		"twenty-characters-and-\x00-nul":          false,
+	} {
+		err := auth.ValidateSecret("secret", s)
+		if ok != (err == nil) {
+			t.Errorf("ValidateSecret(%q) = %v, want ok %v", s, err, ok)
+		}
+		if err != nil && (molt.ErrorCode(err) != molt.EINVALID || strings.Contains(err.Error(), s)) {
+			t.Errorf("ValidateSecret(%q) = %v: want EINVALID without the secret", s, err)
+		}
+		if ok && auth.ParseBearer("Bearer "+s) != s {
+			t.Errorf("valid secret %q does not parse back from its header", s)
+		}
+	}
+}

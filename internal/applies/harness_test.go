@@ -632,6 +632,15 @@ type countBlobs struct {
 	blob.Store
 	mu     sync.Mutex
 	counts map[string]int
+	// beforePut, when set, runs before each Put (to let another writer in).
+	beforePut func(key string)
+}
+
+// setBeforePut sets the hook run before each Put (nil: none).
+func (b *countBlobs) setBeforePut(f func(key string)) {
+	b.mu.Lock()
+	b.beforePut = f
+	b.mu.Unlock()
 }
 
 func (b *countBlobs) count(name string) {
@@ -653,6 +662,12 @@ func (b *countBlobs) reset() map[string]int {
 
 func (b *countBlobs) Put(ctx context.Context, k string, d []byte) error {
 	b.count("Put")
+	b.mu.Lock()
+	before := b.beforePut
+	b.mu.Unlock()
+	if before != nil {
+		before(k)
+	}
 	return b.Store.Put(ctx, k, d)
 }
 func (b *countBlobs) Get(ctx context.Context, k string) ([]byte, error) {

@@ -177,6 +177,15 @@ func (s *Service) archive(ctx context.Context, k retained, it work.Item, now tim
 		If: work.Cond{Statuses: []work.Status{it.Status}, Active: work.Ptr(false), OpID: it.OpID}, Set: set})
 	if _, ok := condIndex(err); ok {
 		res.Raced++ // it changed (a retry, a rollback): the originals stay
+		if len(keys) > 0 {
+			// Deleted meanwhile (its run was): the zip just written is all
+			// that is left of it, and nothing else would ever remove it.
+			if _, gerr := s.store.GetItem(ctx, it.Kind, it.ID); molt.ErrorCode(gerr) == molt.ENOTFOUND {
+				if derr := s.blobs.Delete(ctx, zkey); derr != nil {
+					return fmt.Errorf("delete %s of a deleted item: %w", zkey, derr)
+				}
+			}
+		}
 		return nil
 	}
 	if err != nil {

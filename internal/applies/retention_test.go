@@ -2,6 +2,7 @@ package applies_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +174,44 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestRetentionRacesDelete: a run deleted while retention archives it (after
+// the pass read its artifacts, before it wrote the zip) leaves no archive
+// behind: the zip holds the session's frozen messages, and once the row is gone
+// nothing would ever delete it.
+func TestRetentionRacesDelete(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		run, id := e.approve(runSpec{files: map[string]string{"INSTRUCTIONS.md": "v2"}})
+		if err := e.blobs.Put(e.ctx, runs.SnapshotKey(run, runs.ArtifactMessages), []byte(`[{"text":"private"}]`)); err != nil {
+			t.Fatal(err)
+		}
+		e.drainOK()
+		e.wantStatus(work.KindApply, id, applies.StatusApplied)
+		e.clock.Advance(15 * day)
+
+		zip := "archive/run-" + run + ".zip"
+		var once sync.Once
+		var derr error
+		e.blobs.setBeforePut(func(key string) {
+			if key == zip {
+				once.Do(func() { derr = e.app.Runs.Delete(e.ctx, run) })
+			}
+		})
+		res, err := e.svc.RetainNow(e.ctx)
+		e.blobs.setBeforePut(nil)
+		if err != nil || derr != nil {
+			t.Fatalf("retain = %+v %v; delete meanwhile: %v", res, err, derr)
+		}
+		if _, err := e.store.GetItem(e.ctx, work.KindRun, run); molt.ErrorCode(err) != molt.ENOTFOUND {
+			t.Fatalf("run after delete: %v", err)
+		}
+		for _, p := range []string{zip, "runs/" + run + "/", "archive/apply-" + id, "applies/" + id + "/"} {
+			if left, _ := e.blobs.List(e.ctx, p); len(left) != 0 {
+				t.Fatalf("%s left after the run was deleted: %v", p, left)
+			}
+		}
+	})
 }

@@ -232,9 +232,10 @@ type NewSession struct {
 
 // CreateSession opens a session for caller, recording the caller's access level.
 // Errors: ENOTFOUND when the caller may not see the workspace or it does not
-// exist; EFORBIDDEN for a readonly caller; EINVALID naming the field for a bad
-// agent id or title, or an agent that is not on the workspace's surface
-// (field "agent").
+// exist; EFORBIDDEN for a readonly caller, or a parent the caller may not write
+// to (ReasonSessionAccess); EINVALID naming the field for a bad agent id or
+// title, an agent that is not on the workspace's surface (field "agent"), or a
+// parent that is not a session of the workspace (field "parent").
 func (s *Service) CreateSession(ctx context.Context, c auth.Caller, in NewSession) (session.Session, error) {
 	if err := workspace.ValidateName(in.Workspace); err != nil {
 		return session.Session{}, err
@@ -251,6 +252,17 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, in NewSessio
 	title, err := cleanTitle(in.Title, true)
 	if err != nil {
 		return session.Session{}, err
+	}
+	if in.Parent != "" {
+		// A sub-session hangs under a session of the same workspace the caller
+		// may write to; one elsewhere reads exactly like a missing one.
+		parent, err := s.session(ctx, c, in.Parent, true)
+		if molt.ErrorCode(err) == molt.ENOTFOUND || (err == nil && parent.Workspace != in.Workspace) {
+			return session.Session{}, molt.Invalid("parent", "parent session %s is not a session of workspace %s", in.Parent, in.Workspace)
+		}
+		if err != nil {
+			return session.Session{}, err
+		}
 	}
 	surface, err := s.surface(ctx, in.Workspace)
 	if err != nil {

@@ -451,3 +451,44 @@ func TestQueryParameters(t *testing.T) {
 		wantStatus(t, e.do(req{method: "GET", path: path, token: e.full}), 200)
 	}
 }
+
+// TestJSONKeysStrict: encoding/json matches keys case-insensitively and lets the
+// last of two equal keys win; a strict body refuses both, naming the key, and
+// writes nothing.
+func TestJSONKeysStrict(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	sid := e.session(e.wsTok)
+	runID := e.run()
+	applyID := e.apply()
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"PUT", "/api/workspaces/acme", `{"Description":"x"}`, "Description"},
+		{"PUT", "/api/workspaces/acme", `{"description":"a","description":"b"}`, "description"},
+		{"PUT", "/api/settings", `{"Evolution":{"level":"L3"}}`, "Evolution"},
+		{"PUT", "/api/settings", `{"evolution":{"LEVEL":"L3"}}`, "evolution.LEVEL"},
+		{"PUT", "/api/settings", `{"evolution":{"level":"L0","level":"L3"}}`, "evolution.level"},
+		{"PUT", "/api/settings", `{"evolution":{"level":"L0"},"evolution":{"level":"L3"}}`, "evolution"},
+		{"POST", "/api/workspaces/acme/sessions", `{"Title":"x"}`, "Title"},
+		{"POST", "/api/workspaces/acme/sessions", `{"title":"a","title":"b"}`, "title"},
+		{"PATCH", "/api/sessions/" + sid, `{"TITLE":"x"}`, "TITLE"},
+		{"POST", "/api/sessions/" + sid + "/messages", `{"Text":"hi"}`, "Text"},
+		{"POST", "/api/sessions/" + sid + "/messages", `{"text":"hi","text":"/compact"}`, "text"},
+		{"POST", "/api/evolution/runs/" + runID + "/approve", `{"Reviewer_Hint":"x"}`, "Reviewer_Hint"},
+		{"POST", "/api/evolution/runs/" + runID + "/retry", `{"hint":"a","hint":"b"}`, "hint"},
+		{"POST", "/api/evolution/applies/" + applyID + "/rollback", `{"force":false,"force":true}`, "force"},
+		{"POST", "/api/evolution/applies/" + applyID + "/rollback", `{"Force":true}`, "Force"},
+	} {
+		wantProblem(t, e.do(req{method: tc.method, path: tc.path, token: e.full, body: tc.body}), 400, "invalid", tc.field)
+	}
+	if ws, err := e.store.GetWorkspace(e.ctx, "acme"); err != nil || ws.Description != "" {
+		t.Errorf("acme = %+v, %v; want no description", ws, err)
+	}
+	if st, err := e.store.GetSettings(e.ctx); err != nil || st.Evolution.Level != "L0" {
+		t.Errorf("settings level %q, %v; want L0", st.Evolution.Level, err)
+	}
+	if msgs, err := e.store.ListMessages(e.ctx, sid, 0, 100); err != nil || len(msgs) != 0 {
+		t.Errorf("%d messages, %v; want none", len(msgs), err)
+	}
+	// Nested values that are not objects of known fields are left to the decoder.
+	wantStatus(t, e.do(req{method: "PUT", path: "/api/settings", token: e.full, body: `{"evolution":{"triggers":{"pre_compact":false}}}`}), 200)
+}

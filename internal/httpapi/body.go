@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/molt-dev/molt/internal/molt"
@@ -46,4 +49,132 @@ func (s *server) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error
 		}
 	}
 	return readBody(w, r, s.maxBody)
+}
+
+// decodeStrict decodes body into v (a pointer to a struct) like molt.DecodeStrict,
+// after checkKeys.
+func decodeStrict(body []byte, v any) error {
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	return molt.DecodeStrict(body, v)
+}
+
+// checkKeys refuses what encoding/json quietly accepts in a body that is meant
+// to be strict: an object key given twice (the last would win, so two readers
+// of one body could disagree) and a key that names a field only
+// case-insensitively ("Text" for "text"). t is the type the body decodes into;
+// objects nested in struct fields are checked against those fields' types.
+// Malformed JSON passes: molt.DecodeStrict reports it.
+func checkKeys(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	err := walkKeys(dec, t, "")
+	var me *molt.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	return nil
+}
+
+// walkKeys reads one JSON value from dec; t is its Go type (nil: unknown).
+func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		var elem reflect.Type
+		if t != nil && t.Kind() == reflect.Map {
+			elem = t.Elem()
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := kt.(string)
+			name := k
+			if path != "" {
+				name = path + "." + k
+			}
+			if seen[k] {
+				return molt.Invalid(name, "%s is given twice", name)
+			}
+			seen[k] = true
+			ft := elem
+			if fields != nil {
+				var ok bool
+				if ft, ok = fields[k]; !ok {
+					for f := range fields {
+						if strings.EqualFold(f, k) {
+							return molt.Invalid(name, "unknown field %q: keys are case-sensitive (%q)", k, f)
+						}
+					}
+				}
+			}
+			if err := walkKeys(dec, ft, name); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // '}'
+		return err
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := walkKeys(dec, elem, path); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // ']'
+		return err
+	}
+	return nil
+}
+
+// jsonFields maps the JSON names of struct t's fields (as encoding/json names
+// them, embedded structs flattened) to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					if _, ok := out[k]; !ok {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
 }

@@ -95,7 +95,7 @@ func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optio
 	if optional && len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	return molt.DecodeStrict(body, v)
+	return decodeStrict(body, v)
 }
 
 func (s *server) createSession(w http.ResponseWriter, r *http.Request, c auth.Caller) error {

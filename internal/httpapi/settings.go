@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/settings"
@@ -34,6 +35,9 @@ func (s *server) putSettings(w http.ResponseWriter, r *http.Request, c auth.Call
 	cur, err := s.store.GetSettings(ctx)
 	if err != nil {
 		return fmt.Errorf("get settings: %w", err)
+	}
+	if err := checkKeys(body, reflect.TypeOf(cur)); err != nil {
+		return err
 	}
 	next, err := settings.Merge(cur, body)
 	if err != nil {

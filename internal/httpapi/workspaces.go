@@ -142,7 +142,7 @@ func (s *server) putWorkspace(w http.ResponseWriter, r *http.Request, c auth.Cal
 		Description *string `json:"description"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
-		if err := molt.DecodeStrict(body, &in); err != nil {
+		if err := decodeStrict(body, &in); err != nil {
 			return err
 		}
 	}

@@ -31,7 +31,9 @@
 // attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
 // updated_at, op_id, expires_at (N, epoch seconds); a slot or file counter keeps n
 // (ADD); a lock keeps holder; a
-// workspace keeps name, description, created_at, updated_at; a file keeps ws, path,
+// workspace keeps name, description, created_at, updated_at, and deleting (N)
+// while DeleteWorkspace cleans its partition up (it then reads as absent and
+// refuses writes and re-creation); a file keeps ws, path,
 // content (B), sha256, size, updated_at; a token keeps id, level, ws, name,
 // created_at; settings keep doc (the JSON document) and updated_at; a session
 // keeps id, ws, agent, title, title_source, title_rev, access, external (BOOL),

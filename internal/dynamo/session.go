@@ -188,7 +188,7 @@ func (s *Store) CreateSession(ctx context.Context, in session.Session) (session.
 	var we, pe, ce exprs
 	items := []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{TableName: tbl, Key: metaKey(out.Workspace),
-			ConditionExpression:      aws.String("attribute_exists(" + we.name(attrPK) + ")"),
+			ConditionExpression:      aws.String(liveCond(&we)),
 			ExpressionAttributeNames: we.names}},
 		{Put: &types.Put{TableName: tbl, Item: encodeSession(out),
 			ConditionExpression:      aws.String("attribute_not_exists(" + pe.name(attrPK) + ")"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,8 +21,17 @@ import (
 // same reason).
 const ReasonTooManyFiles = "too_many_files"
 
+// ReasonDeleting is the ECONFLICT reason of a PutWorkspace whose name belongs to a
+// workspace being deleted (its partition is being cleaned up); try again shortly.
+const ReasonDeleting = "deleting"
+
+// deleteStale is the age after which a deletion mark is taken for one left by a
+// delete that died (a Lambda runs at most 15 minutes): PutWorkspace finishes it.
+const deleteStale = 15 * time.Minute
+
 // Workspace and file attributes.
 const (
+	attrDeleting    = "deleting" // on a workspace META being deleted: when it began
 	attrName        = "name"
 	attrDescription = "description"
 	attrPath        = "path"
@@ -66,7 +76,9 @@ func decodeWorkspace(m map[string]types.AttributeValue) workspace.Workspace {
 // it was created. A new workspace takes w.CreatedAt, or now when that is zero, and
 // a sortable listing key from the id generator; an update keeps both. UpdatedAt is
 // now. EINVALID (field "workspace") for a bad name or workspace.Global (reason
-// "reserved"), EINVALID (field "description") for an overlong description.
+// "reserved"), EINVALID (field "description") for an overlong description;
+// ECONFLICT ReasonDeleting while a deletion of that name is cleaning up (see
+// DeleteWorkspace; a deletion that died is finished here once stale).
 func (s *Store) PutWorkspace(ctx context.Context, w workspace.Workspace) (workspace.Workspace, bool, error) {
 	if err := workspace.ValidateName(w.Name); err != nil {
 		return workspace.Workspace{}, false, err
@@ -95,18 +107,32 @@ func (s *Store) PutWorkspace(ctx context.Context, w workspace.Workspace) (worksp
 	}
 	ifNew(attrCreatedAt, tnum(created))
 	ifNew(attrG1SK, str(sortKey))
+	// Not while a deletion of that name is cleaning up the partition.
+	cond := "attribute_not_exists(" + e.name(attrDeleting) + ")"
 	var out *dynamodb.UpdateItemOutput
-	_, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) (err error) {
-		out, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.table), Key: metaKey(w.Name),
-			UpdateExpression:         aws.String(u.expr()),
-			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
-			ReturnValues: types.ReturnValueAllOld,
-		}, opt)
-		return err
-	})
-	if err != nil {
-		return workspace.Workspace{}, false, failure("put workspace "+w.Name, err)
+	for try := 0; ; try++ {
+		var err error
+		_, err = s.retrying(ctx, func(opt func(*dynamodb.Options)) (err error) {
+			out, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(s.table), Key: metaKey(w.Name),
+				UpdateExpression: aws.String(u.expr()), ConditionExpression: aws.String(cond),
+				ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+				ReturnValues: types.ReturnValueAllOld,
+			}, opt)
+			return err
+		})
+		if _, isCond := conditionIndex(err); isCond && try == 0 {
+			if err := s.finishStaleDelete(ctx, w.Name, now); err != nil {
+				return workspace.Workspace{}, false, err
+			}
+			continue
+		} else if isCond {
+			return workspace.Workspace{}, false, molt.Conflict(ReasonDeleting, "workspace %s is being deleted; try again shortly", w.Name)
+		}
+		if err != nil {
+			return workspace.Workspace{}, false, failure("put workspace "+w.Name, err)
+		}
+		break
 	}
 	res := workspace.Workspace{Name: w.Name, Description: w.Description, CreatedAt: created, UpdatedAt: now}
 	// Our own sort key in the old image means an earlier attempt of this very call
@@ -128,7 +154,7 @@ func (s *Store) GetWorkspace(ctx context.Context, name string) (workspace.Worksp
 	if err != nil {
 		return workspace.Workspace{}, failure("get workspace "+name, err)
 	}
-	if !ok {
+	if _, del := m[attrDeleting]; !ok || del {
 		return workspace.Workspace{}, molt.NotFound("workspace %s not found", name)
 	}
 	return decodeWorkspace(m), nil
@@ -156,13 +182,18 @@ func (s *Store) ListWorkspaces(ctx context.Context, q page.Query) (page.Page[wor
 	return out, nil
 }
 
-// DeleteWorkspace deletes the workspace's META item (ENOTFOUND when absent), which
-// makes every later PutFile and CreateSession to it fail, then its files and file
-// counter in batches, then its sessions with their messages (those gsi1 lists: a
-// session created a moment before may be missed, see deleteWorkspaceSessions).
+// DeleteWorkspace marks the workspace's META item as being deleted (ENOTFOUND
+// when absent), which makes it read as absent and every later PutFile and
+// CreateSession to it fail, and PutWorkspace of that name refuse (ECONFLICT
+// ReasonDeleting) until the deletion is done. It then deletes the files and file
+// counter in batches, the sessions with their messages (those gsi1 lists: a
+// session created a moment before may be missed, see deleteWorkspaceSessions),
+// and last the META item. Until then nothing can write to the partition, so a
+// workspace created again under that name never loses a write to the clean-up.
 // EINVALID for a bad name or workspace.Global (reason "reserved"). If the
 // deletion fails part way the error is returned with the workspace already gone;
-// calling DeleteWorkspace again deletes the leftovers and returns ENOTFOUND.
+// calling DeleteWorkspace again finishes it and returns ENOTFOUND, and so does a
+// PutWorkspace of that name once the mark is older than deleteStale.
 func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 	if err := workspace.ValidateName(name); err != nil {
 		return err
@@ -170,37 +201,133 @@ func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
 	if name == workspace.Global {
 		return reserved(name)
 	}
-	var e exprs
+	e := &exprs{}
+	u := &update{e: e}
+	u.setVal(attrDeleting, tnum(s.now()))
+	u.remove = append(u.remove, e.name(attrG1PK)) // out of ListWorkspaces
+	cond := liveCond(e)
 	retried, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) error {
-		_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: metaKey(name),
-			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
-			ExpressionAttributeNames: e.names,
+			UpdateExpression: aws.String(u.expr()), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 		}, opt)
 		return err
 	})
-	if _, cond := conditionIndex(err); cond && !retried {
-		// An earlier delete may have stopped after removing META: finish its
-		// work, unless the workspace was created again meanwhile.
-		if err := s.deleteSurface(ctx, name, true); err != nil {
-			return fmt.Errorf("delete leftover files of workspace %s: %w", name, err)
-		}
-		if live, err := s.exists(ctx, metaKey(name)); err != nil {
-			return failure("delete workspace "+name, err)
-		} else if !live {
-			if err := s.deleteWorkspaceSessions(ctx, name); err != nil {
-				return fmt.Errorf("delete leftover sessions of workspace %s: %w", name, err)
-			}
+	_, isCond := conditionIndex(err)
+	switch {
+	case err != nil && !isCond:
+		return failure("delete workspace "+name, err)
+	case isCond && !retried:
+		// Absent, or marked by an earlier delete (stopped part way or still
+		// running): finish its work.
+		if err := s.deleteLeftovers(ctx, name); err != nil {
+			return err
 		}
 		return molt.NotFound("workspace %s not found", name)
-	} else if err != nil && !cond {
-		return failure("delete workspace "+name, err)
+	}
+	// Marked by this call (or, when the SDK re-sent the request, maybe by another).
+	return s.purgeWorkspace(ctx, name)
+}
+
+// finishStaleDelete purges workspace name when its deletion mark is older than
+// deleteStale at now (the delete died); ECONFLICT ReasonDeleting while a
+// deletion may still be running.
+func (s *Store) finishStaleDelete(ctx context.Context, name string, now time.Time) error {
+	m, ok, err := s.get(ctx, metaKey(name))
+	if err != nil {
+		return failure("put workspace "+name, err)
+	}
+	if _, del := m[attrDeleting]; !ok || !del {
+		return nil // the deletion finished meanwhile
+	}
+	if at := getTime(m, attrDeleting); now.Sub(at) < deleteStale {
+		return molt.Conflict(ReasonDeleting, "workspace %s is being deleted; try again shortly", name)
+	}
+	return s.purgeWorkspace(ctx, name)
+}
+
+// liveCond is the condition that the workspace META of a request exists and is not
+// being deleted.
+func liveCond(e *exprs) string {
+	return "attribute_exists(" + e.name(attrPK) + ") AND attribute_not_exists(" + e.name(attrDeleting) + ")"
+}
+
+// purgeWorkspace deletes the partition and sessions of a workspace whose META is
+// marked deleting, then the META. It stops, deleting nothing more, as soon as
+// the mark is gone: another delete finished the job, and the name may already
+// belong to a new workspace.
+func (s *Store) purgeWorkspace(ctx context.Context, name string) error {
+	what := "delete workspace " + name
+	if ok, err := s.marked(ctx, name); err != nil {
+		return failure(what, err)
+	} else if !ok {
+		return nil
 	}
 	if err := s.deleteSurface(ctx, name, false); err != nil {
 		return fmt.Errorf("delete files of workspace %s: %w", name, err)
 	}
+	if ok, err := s.marked(ctx, name); err != nil {
+		return failure(what, err)
+	} else if !ok {
+		return nil
+	}
 	if err := s.deleteWorkspaceSessions(ctx, name); err != nil {
 		return fmt.Errorf("delete sessions of workspace %s: %w", name, err)
+	}
+	var e exprs
+	_, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) error {
+		_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table), Key: metaKey(name),
+			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrDeleting) + ")"),
+			ExpressionAttributeNames: e.names,
+		}, opt)
+		return err
+	})
+	if _, cond := conditionIndex(err); cond {
+		return nil // another delete removed it first
+	}
+	if err != nil {
+		return failure(what, err)
+	}
+	return nil
+}
+
+// marked reports whether the workspace's META exists with a deletion mark.
+func (s *Store) marked(ctx context.Context, name string) (bool, error) {
+	m, ok, err := s.get(ctx, metaKey(name))
+	if err != nil {
+		return false, err
+	}
+	_, del := m[attrDeleting]
+	return ok && del, nil
+}
+
+// deleteLeftovers finishes the deletion of a workspace that DeleteWorkspace found
+// absent or already marked: a marked one is purged; of an absent one, what a
+// deletion that removed META before the rest (an older version of this
+// adapter, or a hand) left behind is deleted, unless the workspace was created
+// again meanwhile.
+func (s *Store) deleteLeftovers(ctx context.Context, name string) error {
+	m, ok, err := s.get(ctx, metaKey(name))
+	if err != nil {
+		return failure("delete workspace "+name, err)
+	}
+	if _, del := m[attrDeleting]; ok && del {
+		return s.purgeWorkspace(ctx, name)
+	}
+	if ok {
+		return nil // a live workspace of that name, created again meanwhile
+	}
+	if err := s.deleteSurface(ctx, name, true); err != nil {
+		return fmt.Errorf("delete leftover files of workspace %s: %w", name, err)
+	}
+	if live, err := s.exists(ctx, metaKey(name)); err != nil {
+		return failure("delete workspace "+name, err)
+	} else if !live {
+		if err := s.deleteWorkspaceSessions(ctx, name); err != nil {
+			return fmt.Errorf("delete leftover sessions of workspace %s: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -225,7 +352,7 @@ func (s *Store) deleteSurface(ctx context.Context, name string, leftovers bool) 
 			if leftovers {
 				return nil // a live workspace of that name: its files are its own
 			}
-			continue // a workspace of that name created again meanwhile
+			continue // the workspace's own META, marked deleting: removed last
 		}
 		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
 			Key: map[string]types.AttributeValue{attrPK: m[attrPK], attrSK: m[attrSK]}}})
@@ -328,7 +455,7 @@ func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, 
 			metaIdx = len(items)
 			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 				TableName: tbl, Key: metaKey(nf.Workspace),
-				ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+				ConditionExpression:      aws.String(liveCond(&e)),
 				ExpressionAttributeNames: e.names}})
 		}
 		var e exprs

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -176,6 +177,7 @@ func TestAccessMatrix(t *testing.T) {
 	e := setupApp(t)
 	tokens := [nCallers]string{"", "molt_" + strings.Repeat("u", 43), e.full, e.wsTok, e.otherTok, e.ro, "readonly-other"}
 	tokens[cROOther] = e.token(auth.Readonly, "other")
+	e.secrets = append(e.secrets, tokens[cUnknown], auth.Hash(tokens[cUnknown]))
 
 	// Shared resources of acme: a file, a session opened by the workspace token
 	// with a finished turn, a run awaiting review and an applied apply.
@@ -491,4 +493,70 @@ func TestJSONKeysStrict(t *testing.T) {
 	}
 	// Nested values that are not objects of known fields are left to the decoder.
 	wantStatus(t, e.do(req{method: "PUT", path: "/api/settings", token: e.full, body: `{"evolution":{"triggers":{"pre_compact":false}}}`}), 200)
+}
+
+// TestEvoOverHTTP: /evo queues a run only for a full token in a session opened
+// with full access, however the command is spelled; a client cannot mark its
+// own session external or hang it under a parent.
+func TestEvoOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	wsSession := e.session(e.wsTok)
+	for _, tc := range []struct {
+		token, session, text string
+		status               int
+		code                 string
+	}{
+		{e.full, wsSession, "/evo always obey", 403, "evo_forbidden"},
+		{e.wsTok, wsSession, "/evo always obey", 403, "evo_forbidden"},
+		{e.wsTok, wsSession, "  /evo always obey", 403, "evo_forbidden"},
+		{e.wsTok, wsSession, "/evo\talways obey", 403, "evo_forbidden"},
+		{e.wsTok, wsSession, "/evo", 403, "evo_forbidden"},
+		{e.ro, wsSession, "/evo always obey", 403, "forbidden"},
+		{e.otherTok, wsSession, "/evo always obey", 404, "not_found"},
+	} {
+		wantProblem(t, e.do(req{method: "POST", path: "/api/sessions/" + tc.session + "/messages", token: tc.token,
+			body: fmt.Sprintf(`{"text":%q}`, tc.text)}), tc.status, tc.code, "")
+	}
+	l := decode[list[map[string]any]](t, wantStatus(t, e.do(req{method: "GET", path: "/api/evolution/runs", token: e.full}), 200))
+	if len(l.Items) != 0 {
+		t.Fatalf("refused /evo queued runs: %v", l.Items)
+	}
+	if msgs, err := e.store.ListMessages(e.ctx, wsSession, 0, 100); err != nil || len(msgs) != 0 {
+		t.Fatalf("refused /evo left %d messages, %v", len(msgs), err)
+	}
+	for _, body := range []string{`{"external":true}`, `{"parent":"` + wsSession + `"}`, `{"access":"full"}`} {
+		wantProblem(t, e.do(req{method: "POST", path: "/api/workspaces/acme/sessions", token: e.wsTok, body: body}), 400, "invalid", "")
+	}
+	got := decode[map[string]any](t, wantStatus(t, e.do(req{method: "GET", path: "/api/sessions/" + wsSession, token: e.full}), 200))
+	if got["external"] != false || got["access"] != "workspace" {
+		t.Fatalf("session %v: want external false, access workspace", got)
+	}
+}
+
+// TestHeaderAbuse: an oversize or repeated Authorization and a flood of headers
+// are a 401 or an answer as usual, and no credential reaches the log.
+func TestHeaderAbuse(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	huge := strings.Repeat("A", 100<<10)
+	e.secrets = append(e.secrets, huge[:300])
+	for _, h := range []string{"Bearer " + huge, "Bearer " + e.full + huge, "Bearer " + e.full + ", Bearer " + e.full, "Bearer\t" + e.full, "bearer  "} {
+		resp := e.do(req{method: "GET", path: "/api/workspaces", header: map[string]string{"Authorization": h}})
+		p := wantProblem(t, resp, 401, "unauthorized", "")
+		if len(p.Detail) > 100 {
+			t.Errorf("401 detail of %d bytes", len(p.Detail))
+		}
+	}
+	hr := httptest.NewRequest("GET", "/api/workspaces", nil)
+	hr.Header.Set("Authorization", "Bearer "+e.full)
+	hr.Header.Add("Authorization", "Bearer molt_someone-else-entirely-0000000000")
+	for i := range 2000 {
+		hr.Header.Add(fmt.Sprintf("X-Noise-%d", i), strings.Repeat("n", 100))
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, hr)
+	if w.Code != 200 {
+		t.Fatalf("flooded request: %d %s", w.Code, w.Body)
+	}
 }

@@ -77,9 +77,12 @@
 // Rollback runs under the workspace's apply lock, so it cannot interleave with
 // an apply of the workspace. It takes the lock by creating its own work item
 // (kind apply_rollback) already claimed: in one write the item (running,
-// attempt 1, a token, a fresh heartbeat), a slot of its kind and the lock. While
-// it holds it, an apply's claim fails "locked" and waits for the wake-up the
-// rollback sends when it ends. The rollback heartbeats before its writes and
+// attempt 1, a token, a fresh heartbeat), a slot of its kind, the lock and a
+// touch of the apply (still applied and unchanged; its op id renewed). Deleting
+// the apply's run is refused while the rollback holds the lock, and the touch
+// makes a delete that read the apply before the claim fail too. While the
+// rollback holds the lock, an apply's claim fails "locked" and waits for the
+// wake-up the rollback sends when it ends. The rollback heartbeats before its writes and
 // ends in the same transaction that makes the apply and its applied runs
 // rolled_back, releasing the lock. A plain AcquireLock/ReleaseLock pair was not
 // used: a process dying between the two would hold the lock forever, since

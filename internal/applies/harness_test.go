@@ -514,7 +514,10 @@ type countStore struct {
 	failPut func(workspace.File) error
 	// failGet, when set, may fail a GetItem (a store error in transit).
 	failGet func(kind work.Kind, id string) error
-	changed chan struct{} // closed at every write
+	// beforeCommit, when set, runs before each Commit (to let another writer
+	// in between a caller's read and its write).
+	beforeCommit func(ops []work.Op)
+	changed      chan struct{} // closed at every write
 }
 
 // setFailGet makes GetItem fail with f's error (nil f: no failures).
@@ -561,8 +564,21 @@ func (s *countStore) reset() map[string]int {
 	return out
 }
 
+// setBeforeCommit sets the hook run before each Commit (nil: none).
+func (s *countStore) setBeforeCommit(f func(ops []work.Op)) {
+	s.mu.Lock()
+	s.beforeCommit = f
+	s.mu.Unlock()
+}
+
 func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
 	s.count("Commit")
+	s.mu.Lock()
+	before := s.beforeCommit
+	s.mu.Unlock()
+	if before != nil {
+		before(ops)
+	}
 	defer s.signal()
 	return s.Store.Commit(ctx, ops...)
 }

@@ -101,7 +101,7 @@ func (s *Service) Rollback(ctx context.Context, id string, force bool) (Rollback
 	if err := s.checkInFlight(ctx, d.Workspace, ""); err != nil {
 		return RollbackResult{}, err
 	}
-	rc, err := s.claimRollback(ctx, d.Workspace, id, force)
+	rc, err := s.claimRollback(ctx, it, d.Workspace, force)
 	if err != nil {
 		return RollbackResult{}, err
 	}
@@ -155,32 +155,55 @@ func (s *Service) checkInFlight(ctx context.Context, ws, holder string) error {
 }
 
 // claimRollback creates the rollback's item already claimed: in one write the
-// item (running, attempt 1, a token, a fresh heartbeat), a slot of its kind and
-// the workspace's apply lock. A held lock is apply_in_flight.
-func (s *Service) claimRollback(ctx context.Context, ws, applyID string, force bool) (work.Claim, error) {
-	now := s.now()
-	data, _ := json.Marshal(rollbackData{Apply: applyID, Force: force})
-	it := work.Item{Kind: KindRollback, ID: s.ids.NewID(), Workspace: ws, LockKey: LockKey(ws),
-		Status: work.StatusRunning, Active: true, Attempts: 1, Token: s.ids.NewID(), HeartbeatAt: now,
-		Data: data, CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID()}
-	c := work.Claim{Kind: KindRollback, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey}
-	err := s.store.Commit(ctx, work.CreateItem{Item: it}, work.AdjustSlots{Kind: KindRollback, Delta: 1},
-		work.AcquireLock{Key: it.LockKey, Holder: work.Holder(KindRollback, it.ID)})
-	if err == nil {
-		return c, nil
-	}
-	if idx, ok := condIndex(err); ok {
-		if idx == 2 {
-			return work.Claim{}, refuse(CodeApplyInFlight, nil, "an apply or rollback of workspace %s holds its lock", ws)
+// item (running, attempt 1, a token, a fresh heartbeat), a slot of its kind, the
+// workspace's apply lock, and a touch of the apply (seen, as read: still
+// applied and unchanged; its op id renewed, nothing else) so that a writer
+// conditional on the apply as it read it before (deleting its run) fails. A
+// held lock is apply_in_flight; an apply that moved is read again (no longer
+// applied: not_applied).
+func (s *Service) claimRollback(ctx context.Context, seen work.Item, ws string, force bool) (work.Claim, error) {
+	for try := 0; ; try++ {
+		now := s.now()
+		data, _ := json.Marshal(rollbackData{Apply: seen.ID, Force: force})
+		it := work.Item{Kind: KindRollback, ID: s.ids.NewID(), Workspace: ws, LockKey: LockKey(ws),
+			Status: work.StatusRunning, Active: true, Attempts: 1, Token: s.ids.NewID(), HeartbeatAt: now,
+			Data: data, CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID()}
+		c := work.Claim{Kind: KindRollback, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey}
+		// The touch keeps the apply's updated_at: it is not a change of its state.
+		touch := work.UpdateItem{Kind: work.KindApply, ID: seen.ID,
+			If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: seen.OpID},
+			Set: work.Set{UpdatedAt: seen.UpdatedAt, OpID: s.ids.NewID()}}
+		err := s.store.Commit(ctx, work.CreateItem{Item: it}, work.AdjustSlots{Kind: KindRollback, Delta: 1},
+			work.AcquireLock{Key: it.LockKey, Holder: work.Holder(KindRollback, it.ID)}, touch)
+		if err == nil {
+			return c, nil
 		}
-		return work.Claim{}, molt.Conflict("changed", "rollback %s could not be created", it.ID)
+		if idx, ok := condIndex(err); ok {
+			switch {
+			case idx == 2:
+				return work.Claim{}, refuse(CodeApplyInFlight, nil, "an apply or rollback of workspace %s holds its lock", ws)
+			case idx == 3 && try < 3:
+				// The apply moved since it was read (a notice stamp, retention,
+				// another rollback): read it again.
+				cur, _, gerr := s.Get(ctx, seen.ID)
+				if gerr != nil {
+					return work.Claim{}, gerr
+				}
+				if cur.Status != StatusApplied {
+					return work.Claim{}, refuse(CodeNotApplied, nil, "apply %s is %s, not applied", seen.ID, cur.Status)
+				}
+				seen = cur
+				continue
+			}
+			return work.Claim{}, molt.Conflict("changed", "rollback %s could not be created", it.ID)
+		}
+		// Unknown outcome: the item tells.
+		got, gerr := s.store.GetItem(context.WithoutCancel(ctx), KindRollback, it.ID)
+		if gerr == nil && got.OpID == it.OpID {
+			return c, nil
+		}
+		return work.Claim{}, molt.Unavailable(err, "rollback of apply %s: store unavailable", seen.ID)
 	}
-	// Unknown outcome: the item tells.
-	got, gerr := s.store.GetItem(context.WithoutCancel(ctx), KindRollback, it.ID)
-	if gerr == nil && got.OpID == it.OpID {
-		return c, nil
-	}
-	return work.Claim{}, molt.Unavailable(err, "rollback of apply %s: store unavailable", applyID)
 }
 
 // endRollback ends the rollback item (releasing the lock) with data.

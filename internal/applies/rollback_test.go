@@ -340,3 +340,104 @@ func TestRollback(t *testing.T) {
 		}
 	})
 }
+
+// TestRollbackRacesDelete: deleting the run while a rollback of its apply is
+// restoring files is refused (apply_in_flight), whether the delete read the
+// apply before the rollback claimed the workspace's lock or after: otherwise
+// the rows and the snapshot would go from under the rollback, which would end
+// in an error with the files half restored and leave rollback-pre/ and
+// ROLLBACK.json behind for good. Once the rollback is done the delete goes
+// through.
+func TestRollbackRacesDelete(t *testing.T) {
+	t.Parallel()
+	for _, when := range []string{"rollback:file:0", "rollback:claimed"} {
+		t.Run(when, func(t *testing.T) {
+			t.Parallel()
+			eachStore(t, func(t *testing.T, open opener) {
+				f := applied(t, open)
+				var derr error
+				var once sync.Once
+				f.mu.Lock()
+				f.onStep = func(step, id string) error {
+					if step == when && id == f.id {
+						once.Do(func() { derr = f.app.Runs.Delete(f.ctx, f.run) })
+					}
+					return nil
+				}
+				f.mu.Unlock()
+				_, err := f.svc.Rollback(f.ctx, f.id, false)
+				f.mu.Lock()
+				f.onStep = nil
+				f.mu.Unlock()
+				if err != nil {
+					t.Fatalf("rollback with a delete meanwhile: %v (delete: %v)", err, derr)
+				}
+				if molt.ErrorReason(derr) != runs.CodeApplyInFlight {
+					t.Fatalf("delete during the rollback = %v, want %s", derr, runs.CodeApplyInFlight)
+				}
+				f.wantStatus(work.KindApply, f.id, applies.StatusRolledBack)
+				if got := f.files("acme"); !reflect.DeepEqual(got, f.initial) {
+					t.Fatalf("workspace %v", got)
+				}
+				if err := f.app.Runs.Delete(f.ctx, f.run); err != nil {
+					t.Fatalf("delete after the rollback: %v", err)
+				}
+				if left, _ := f.blobs.List(f.ctx, "applies/"+f.id+"/"); len(left) != 0 {
+					t.Fatalf("blobs of the deleted apply: %v", left)
+				}
+			})
+		})
+	}
+}
+
+// TestDeleteRacesRollback: a rollback that claims the workspace between the
+// delete's read of the apply and its write makes the delete refuse
+// (apply_in_flight) instead of removing the apply under the rollback, which
+// then completes.
+func TestDeleteRacesRollback(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		f := applied(t, open)
+		claimed, release := make(chan struct{}), make(chan struct{})
+		f.mu.Lock()
+		f.onStep = func(step, id string) error {
+			if step == "rollback:claimed" {
+				close(claimed)
+				<-release
+			}
+			return nil
+		}
+		f.mu.Unlock()
+		var rerr error
+		done := make(chan struct{})
+		var once sync.Once
+		f.store.setBeforeCommit(func(ops []work.Op) {
+			if d, ok := ops[0].(work.DeleteItem); !ok || d.Kind != work.KindRun || d.ID != f.run {
+				return
+			}
+			// The delete has read the run and its apply: a rollback claims now.
+			once.Do(func() {
+				go func() {
+					defer close(done)
+					_, rerr = f.svc.Rollback(f.ctx, f.id, false)
+				}()
+				<-claimed
+			})
+		})
+		derr := f.app.Runs.Delete(f.ctx, f.run)
+		f.store.setBeforeCommit(nil)
+		close(release)
+		<-done
+		if molt.ErrorReason(derr) != runs.CodeApplyInFlight {
+			t.Fatalf("delete with a rollback claimed meanwhile = %v, want %s", derr, runs.CodeApplyInFlight)
+		}
+		if rerr != nil {
+			t.Fatalf("rollback: %v", rerr)
+		}
+		f.wantStatus(work.KindApply, f.id, applies.StatusRolledBack)
+		f.wantStatus(work.KindRun, f.run, runs.StatusRolledBack)
+		if got := f.files("acme"); !reflect.DeepEqual(got, f.initial) {
+			t.Fatalf("workspace %v", got)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
@@ -21,7 +22,7 @@ import (
 // KindRollback is the kind of a rollback's own work item: created already
 // claimed, holding the workspace's apply lock while it restores files (see the
 // package documentation).
-const KindRollback work.Kind = "apply_rollback"
+const KindRollback = runs.KindRollback
 
 // KindNotice is the kind of a pending auto-apply notice: created by the finalize
 // of an auto apply, deleted in the write that sends its line.

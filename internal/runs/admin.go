@@ -463,7 +463,8 @@ func (s *Service) retryable(ctx context.Context, it work.Item, d Data) error {
 // included) and its artifacts. The rows go first, in one write; then the blobs
 // (a crash between leaves only unreachable artifacts, never a run without its
 // own). Refused (ECONFLICT): CodeActive on pending, running and approved runs;
-// CodeApplyInFlight when one of its applies has not finished. ENOTFOUND.
+// CodeApplyInFlight when one of its applies has not finished, is being rolled
+// back, or changed meanwhile. ENOTFOUND.
 func (s *Service) Delete(ctx context.Context, id string) error {
 	it, d, err := s.get(ctx, id)
 	if err != nil {
@@ -474,6 +475,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	}
 	var also []work.Op
 	var applies []string
+	rollbackable := false
 	for _, apID := range d.Applies {
 		ap, err := s.store.GetItem(ctx, work.KindApply, apID)
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
@@ -485,9 +487,19 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		if ap.Active || !slices.Contains(terminalApply, ap.Status) {
 			return molt.Conflict(CodeApplyInFlight, "apply %s of run %s is %s", apID, id, ap.Status)
 		}
+		rollbackable = rollbackable || ap.Status == applyApplied
 		applies = append(applies, apID)
+		// Conditional on the apply as read: a rollback claiming it after this
+		// read renews its op id, and the delete then refuses.
 		also = append(also, work.DeleteItem{Kind: work.KindApply, ID: apID,
-			If: work.Cond{Statuses: terminalApply, Active: work.Ptr(false)}})
+			If: work.Cond{Statuses: terminalApply, Active: work.Ptr(false), OpID: ap.OpID}})
+	}
+	if rollbackable {
+		// A rollback of one of its applies that claimed before those reads
+		// holds the workspace's apply lock until it ends.
+		if err := s.rollingBack(ctx, d.Workspace, applies); err != nil {
+			return err
+		}
 	}
 	if err := s.proto.Delete(ctx, work.KindRun, id, deletable, it.Attempts, also...); err != nil {
 		if molt.ErrorReason(err) == work.ReasonAlsoFailed {
@@ -515,6 +527,33 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	}
 	s.log.InfoContext(ctx, "run deleted", slog.String("run_id", id), slog.Int("applies", len(applies)),
 		slog.Int("artifacts", len(keys)))
+	return nil
+}
+
+// rollingBack refuses (CodeApplyInFlight) while a rollback of one of applies
+// holds ws's apply lock: its rows and snapshot must not go from under it. The
+// holder is "apply_rollback/<id>", a work item (internal/applies) whose Data
+// names the apply it rolls back; one that cannot be read counts as rolling
+// back.
+func (s *Service) rollingBack(ctx context.Context, ws string, applies []string) error {
+	h, err := s.store.LockHolder(ctx, ApplyLockKey(ws))
+	if err != nil {
+		return fmt.Errorf("read the apply lock of %s: %w", ws, err)
+	}
+	rid, ok := strings.CutPrefix(h, string(KindRollback)+"/")
+	if !ok {
+		return nil
+	}
+	var rd struct {
+		Apply string `json:"apply"`
+	}
+	rb, err := s.store.GetItem(ctx, KindRollback, rid)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil // ended meanwhile
+	}
+	if err != nil || json.Unmarshal(rb.Data, &rd) != nil || slices.Contains(applies, rd.Apply) {
+		return molt.Conflict(CodeApplyInFlight, "a rollback of an apply of this run is in progress")
+	}
 	return nil
 }
 

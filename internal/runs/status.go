@@ -46,7 +46,13 @@ const (
 	ApplyPending work.Status = "pending"
 	ApplyFailed  work.Status = "failed"
 	ApplyTimeout work.Status = "timeout"
+	applyApplied work.Status = "applied"
 )
+
+// KindRollback is the kind of a rollback's own work item (internal/applies,
+// which names it applies.KindRollback): while it runs it holds the workspace's
+// apply lock, and its Data names the apply it rolls back ({"apply": id}).
+const KindRollback work.Kind = "apply_rollback"
 
 // Who approved a run (Data.ApprovedBy, and the apply's approved_by).
 const (

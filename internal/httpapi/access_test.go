@@ -560,3 +560,18 @@ func TestHeaderAbuse(t *testing.T) {
 		t.Fatalf("flooded request: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestMissingWorkspaceSessions: the sessions of a workspace that does not exist
+// are a 404, like its files, for every caller.
+func TestMissingWorkspaceSessions(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	for _, tok := range []string{e.full, e.wsTok, e.otherTok} {
+		p := wantProblem(t, e.do(req{method: "GET", path: "/api/workspaces/nosuch/sessions", token: tok}), 404, "not_found", "")
+		if p.Detail != `workspace "nosuch" not found` {
+			t.Errorf("detail %q", p.Detail)
+		}
+		wantProblem(t, e.do(req{method: "GET", path: "/api/workspaces/nosuch/files", token: tok}), 404, "not_found", "")
+	}
+	wantStatus(t, e.do(req{method: "GET", path: "/api/workspaces/acme/sessions", token: e.full}), 200)
+}

@@ -146,6 +146,12 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request, c auth.Cal
 		}
 		pq.Limit = n
 	}
+	if !c.CanRead(ws) {
+		return notFoundWS(ws)
+	}
+	if err := s.requireWorkspace(r, ws); err != nil {
+		return err // a missing workspace has no session list, like no file list
+	}
 	p, err := s.chat.ListSessions(r.Context(), c, ws, pq)
 	if err != nil {
 		if molt.ErrorCode(err) == molt.ENOTFOUND {

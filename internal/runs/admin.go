@@ -569,6 +569,9 @@ func (s *Service) refusal(ctx context.Context, id string, err error, code, what 
 		return molt.NotFound("run %s not found", id)
 	case molt.ErrorReason(err) == work.ReasonChanged:
 		cur, gerr := s.store.GetItem(ctx, work.KindRun, id)
+		if molt.ErrorCode(gerr) == molt.ENOTFOUND {
+			return molt.NotFound("run %s not found", id) // deleted meanwhile
+		}
 		if gerr != nil {
 			return molt.Conflict(code, "run %s changed meanwhile and cannot be %s", id, what)
 		}

@@ -53,3 +53,56 @@ func TestRetryRacesRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestApproveRacesDelete: an approval and a delete of one run, each landing
+// between the other's read and write. Whichever writes first wins; the other
+// is refused and writes nothing: never an approved run without its apply, nor
+// an apply whose run is gone.
+func TestApproveRacesDelete(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		ss := e.session(fullCaller)
+
+		// The approval lands inside the delete.
+		a := e.reviewed(ss.ID, "always answer in French")
+		var once sync.Once
+		var aerr error
+		e.store.setBefore(func(ops []work.Op) {
+			if d, ok := ops[0].(work.DeleteItem); ok && d.Kind == work.KindRun && d.ID == a.ID {
+				once.Do(func() { _, aerr = e.runs.Approve(e.ctx, a.ID, "") })
+			}
+		})
+		derr := e.runs.Delete(e.ctx, a.ID)
+		e.store.setBefore(nil)
+		if aerr != nil {
+			t.Fatalf("approve: %v", aerr)
+		}
+		wantReason(t, derr, runs.CodeActive)
+		e.wantStatus(a.ID, runs.StatusApproved)
+		if aps := e.applies(); len(aps) != 1 || aps[0].Status != runs.ApplyPending {
+			t.Fatalf("applies %+v, want the approval's pending apply", aps)
+		}
+
+		// The delete lands inside the approval.
+		b := e.reviewed(ss.ID, "be brief")
+		once = sync.Once{}
+		e.store.setBefore(func(ops []work.Op) {
+			if u, ok := ops[0].(work.UpdateItem); ok && u.Kind == work.KindRun && u.ID == b.ID && u.Set.Status == runs.StatusApproved {
+				once.Do(func() { derr = e.runs.Delete(e.ctx, b.ID) })
+			}
+		})
+		_, aerr = e.runs.Approve(e.ctx, b.ID, "")
+		e.store.setBefore(nil)
+		if derr != nil {
+			t.Fatalf("delete: %v", derr)
+		}
+		wantCode(t, aerr, molt.ENOTFOUND)
+		if _, err := e.store.GetItem(e.ctx, work.KindRun, b.ID); molt.ErrorCode(err) != molt.ENOTFOUND {
+			t.Fatalf("run after delete: %v", err)
+		}
+		if aps := e.applies(); len(aps) != 1 {
+			t.Fatalf("applies %+v: the refused approval created one", aps)
+		}
+	})
+}

@@ -41,13 +41,8 @@ func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Wri
 		if err := auth.ValidateSecret(path, secret); err != nil {
 			return "", err
 		}
-		if _, err := a.Store.TokenByHash(ctx, auth.Hash(secret)); err == nil {
-			fmt.Fprintf(out, "admin token: in %s\n", path)
-			return secret, nil
-		} else if molt.ErrorCode(err) != molt.ENOTFOUND {
-			return "", err
-		}
-		// The file outlived its store (a fresh table, a deleted db): store it again.
+		// Stored again when the file outlived its store (a fresh table, a
+		// deleted db).
 		if err := a.storeFull(ctx, secret); err != nil {
 			return "", err
 		}
@@ -73,10 +68,17 @@ func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Wri
 	return secret, nil
 }
 
+// storeFull stores secret as a full token unless it is one already; EINVALID
+// when it is the secret of a token of another level.
 func (a *App) storeFull(ctx context.Context, secret string) error {
 	h := auth.Hash(secret)
-	if _, err := a.Store.TokenByHash(ctx, h); err == nil {
+	switch t, err := a.Store.TokenByHash(ctx, h); {
+	case err == nil && t.Level == auth.Full:
 		return nil
+	case err == nil:
+		return molt.Invalid("admin token", "the admin secret is the secret of a %s token, not a full one", t.Level)
+	case molt.ErrorCode(err) != molt.ENOTFOUND:
+		return fmt.Errorf("look up admin token: %w", err)
 	}
 	tok := auth.Token{Hash: h, ID: h[:12], Level: auth.Full, Name: "admin", CreatedAt: a.Clock.Now()}
 	if err := a.Store.PutToken(ctx, tok); err != nil && molt.ErrorCode(err) != molt.ECONFLICT {

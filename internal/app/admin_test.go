@@ -82,3 +82,28 @@ func TestEnsureAdminTokenRefusesUnusableSecrets(t *testing.T) {
 		t.Fatalf("second start: %q, %v; want the same secret", again, err)
 	}
 }
+
+// TestEnsureAdminTokenIsFull: MOLT_ADMIN_TOKEN or an admin-token file holding
+// the secret of an existing scoped token does not start an "admin" that is not
+// one.
+func TestEnsureAdminTokenIsFull(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := newApp(t)
+	secret, _, err := a.CreateToken(ctx, auth.Workspace, "acme", "guest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.EnsureAdminToken(ctx, secret, io.Discard); molt.ErrorCode(err) != molt.EINVALID {
+		t.Fatalf("a workspace token's secret as MOLT_ADMIN_TOKEN: %v, want invalid", err)
+	}
+	if err := os.WriteFile(filepath.Join(a.Config.DataDir, app.AdminTokenFile), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.EnsureAdminToken(ctx, "", io.Discard); molt.ErrorCode(err) != molt.EINVALID {
+		t.Fatalf("a workspace token's secret in the admin-token file: %v, want invalid", err)
+	}
+	if tok, err := a.Store.TokenByHash(ctx, auth.Hash(secret)); err != nil || tok.Level != auth.Workspace {
+		t.Fatalf("the workspace token became %+v, %v", tok, err)
+	}
+}

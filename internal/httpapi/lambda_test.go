@@ -214,6 +214,20 @@ func TestLambdaEvents(t *testing.T) {
 	invoke(event("PUT", "$default", "/api/workspaces/acme/files/INDEX.md", "!!not base64!!", true), 400, "invalid")
 	invoke(event("PUT", "prod", "/prod/api/workspaces/acme/files/%2e%2e/x", "pwned", false), 400, "invalid_path")
 
+	// Header folding: API Gateway joins repeated headers with commas and the
+	// proxy splits most of them again; Authorization stays whole.
+	ev := event("GET", "$default", "/api/workspaces", "", false)
+	ev.Headers["authorization"] = "Bearer " + e.full + ",Bearer " + e.ro
+	invoke(ev, 401, "unauthorized")
+	ev = event("GET", "$default", "/api/workspaces", "", false)
+	ev.Headers["x-request-id"] = "req-1,req-2"
+	if got := invoke(ev, 200, "").Headers["X-Request-Id"]; got != "req-1" {
+		t.Errorf("X-Request-Id %q, want the first of the folded values", got)
+	}
+	// Percent-encoded separators name the same surface path, still validated.
+	invoke(event("GET", "prod", "/prod/api/workspaces/acme/files/USER%2Emd", "", false), 200, "")
+	invoke(event("PUT", "$default", "/api/workspaces/acme/files/agents%2F..%2F..%2Fx", "pwned", false), 400, "invalid_path")
+
 	for _, f := range e.allFiles("acme", "other") {
 		if string(f.Content) == "pwned" || f.Path != "USER.md" {
 			t.Errorf("written through Lambda: %s/%s", f.Workspace, f.Path)

@@ -575,3 +575,26 @@ func TestMissingWorkspaceSessions(t *testing.T) {
 	}
 	wantStatus(t, e.do(req{method: "GET", path: "/api/workspaces/acme/sessions", token: e.full}), 200)
 }
+
+// TestProblemDetailBounded: a problem echoes at most a bounded part of what the
+// caller sent (an id, a name, a path, a parameter name).
+func TestProblemDetailBounded(t *testing.T) {
+	t.Parallel()
+	e := setupApp(t)
+	long := strings.Repeat("a", 8000)
+	for _, path := range []string{
+		"/api/sessions/" + long,
+		"/api/turns/" + long,
+		"/api/evolution/runs/" + long,
+		"/api/evolution/applies/" + long,
+		"/api/workspaces/" + long,
+		"/api/workspaces/acme/files/agents/" + long + "/AGENT.md",
+		"/api/workspaces?" + long + "=%zz",
+	} {
+		resp := e.do(req{method: "GET", path: path, token: e.full})
+		body := readAll(resp)
+		if resp.StatusCode < 400 || len(body) > 1200 {
+			t.Errorf("GET %.60s…: status %d, %d bytes of problem", path, resp.StatusCode, len(body))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -73,10 +74,30 @@ func problemFor(err error) (p problem, internal bool) {
 		p.Detail = "internal error; see the server log for the request id"
 		return p, true
 	}
-	p.Detail = me.Message
-	p.Field = me.Field
+	p.Detail = clip(me.Message, maxDetail)
+	p.Field = clip(me.Field, maxField)
 	p.Details = me.Details
 	return p, status >= 500
+}
+
+// Bounds of what a problem echoes: messages quote ids, names, paths and
+// parameter names as the caller sent them, of any length.
+const (
+	maxDetail = 500
+	maxField  = 100
+)
+
+// clip shortens s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 // writeError sends err as a problem and logs it when it is the server's fault.

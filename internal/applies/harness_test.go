@@ -650,6 +650,15 @@ type countBlobs struct {
 	counts map[string]int
 	// beforePut, when set, runs before each Put (to let another writer in).
 	beforePut func(key string)
+	// afterGet, when set, runs after each Get, before it returns.
+	afterGet func(key string)
+}
+
+// setAfterGet sets the hook run after each Get (nil: none).
+func (b *countBlobs) setAfterGet(f func(key string)) {
+	b.mu.Lock()
+	b.afterGet = f
+	b.mu.Unlock()
 }
 
 // setBeforePut sets the hook run before each Put (nil: none).
@@ -688,7 +697,14 @@ func (b *countBlobs) Put(ctx context.Context, k string, d []byte) error {
 }
 func (b *countBlobs) Get(ctx context.Context, k string) ([]byte, error) {
 	b.count("Get")
-	return b.Store.Get(ctx, k)
+	data, err := b.Store.Get(ctx, k)
+	b.mu.Lock()
+	after := b.afterGet
+	b.mu.Unlock()
+	if after != nil {
+		after(k)
+	}
+	return data, err
 }
 func (b *countBlobs) Delete(ctx context.Context, k string) error {
 	b.count("Delete")

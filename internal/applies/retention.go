@@ -149,7 +149,12 @@ func (s *Service) archive(ctx context.Context, k retained, it work.Item, now tim
 		for _, key := range keys {
 			b, err := s.blobs.Get(ctx, key)
 			if molt.ErrorCode(err) == molt.ENOTFOUND {
-				continue
+				// Listed a moment ago, gone now: another pass archived it
+				// (its zip may have landed after this one read the zip), or
+				// it is being deleted. Writing what is left would overwrite
+				// that archive with less.
+				res.Raced++
+				return nil
 			}
 			if err != nil {
 				return fmt.Errorf("read %s: %w", key, err)

@@ -3,6 +3,7 @@ package applies_test
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,44 @@ func TestRetentionRacesDelete(t *testing.T) {
 			if left, _ := e.blobs.List(e.ctx, p); len(left) != 0 {
 				t.Fatalf("%s left after the run was deleted: %v", p, left)
 			}
+		}
+	})
+}
+
+// TestRetentionOverlap: two retention passes at once (two ticks overlap). One
+// archives a run while the other is between reading the (not yet written) zip
+// and reading the artifacts, which are gone by then. The late pass must not
+// overwrite the archive with what it could still read (nothing): the archive
+// keeps every artifact.
+func TestRetentionOverlap(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		run, id := e.approve(runSpec{files: map[string]string{"INSTRUCTIONS.md": "v2"}})
+		e.drainOK()
+		e.wantStatus(work.KindApply, id, applies.StatusApplied)
+		e.clock.Advance(15 * day)
+
+		zip := "archive/run-" + run + ".zip"
+		var fired atomic.Bool
+		var first applies.RetentionResult
+		var ferr error
+		e.blobs.setAfterGet(func(key string) {
+			if key == zip && fired.CompareAndSwap(false, true) {
+				first, ferr = e.svc.RetainNow(e.ctx)
+			}
+		})
+		late, err := e.svc.RetainNow(e.ctx)
+		e.blobs.setAfterGet(nil)
+		if err != nil || ferr != nil || first.Archived != 2 {
+			t.Fatalf("passes: first %+v %v, late %+v %v", first, ferr, late, err)
+		}
+		entries, err := e.svc.ReadArchive(e.ctx, work.KindRun, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := entries[runs.AttemptKey(run, 1, runs.ArtifactPatch)]; !ok {
+			t.Fatalf("the run's archive holds %v: the late pass overwrote it", keys(entries))
 		}
 	})
 }

@@ -3,7 +3,6 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -44,11 +43,6 @@ const maxTransact = 100
 
 // conflictTries bounds retries of a transaction cancelled by a conflicting one.
 const conflictTries = 6
-
-var (
-	lockRe   = regexp.MustCompile(`^[a-z][a-z0-9_]*/[A-Za-z0-9_.:-]{1,128}$`)
-	statusRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-)
 
 func workPK(kind work.Kind, id string) string { return "WORK#" + string(kind) + "#" + id }
 func kindPK(kind work.Kind) string            { return "WORK#" + string(kind) }
@@ -152,7 +146,7 @@ func getSeconds(m map[string]types.AttributeValue, k string) time.Time {
 // first attempt may have landed).
 func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if len(ops) == 0 {
-		return nil
+		return molt.Invalid("ops", "commit needs at least one op")
 	}
 	if len(ops) > maxTransact {
 		return molt.Invalid("ops", "at most %d ops in one commit", maxTransact)
@@ -315,15 +309,12 @@ func (s *Store) send(ctx context.Context, items []types.TransactWriteItem, opt f
 // writeItem validates op and returns it as a transaction item, with a string
 // naming the item it writes.
 func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
+	if err := work.Validate(op); err != nil {
+		return types.TransactWriteItem{}, "", err
+	}
 	tbl := aws.String(s.table)
 	switch op := op.(type) {
 	case work.CreateItem:
-		if err := op.Item.Validate(); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
-		if err := validateStatus(op.Item.Status); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
 		var e exprs
 		return types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: encodeItem(op.Item),
 			ConditionExpression:      aws.String("attribute_not_exists(" + e.name(attrPK) + ")"),
@@ -337,22 +328,13 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 		return types.TransactWriteItem{Update: up}, workPK(op.Kind, op.ID), nil
 
 	case work.DeleteItem:
-		if err := work.ValidateKey(op.Kind, op.ID); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
 		e := &exprs{}
-		cond, err := itemCond(e, op.If)
-		if err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
+		cond := itemCond(e, op.If)
 		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: workKey(op.Kind, op.ID),
 			ConditionExpression: aws.String(strings.Join(cond, " AND ")), ExpressionAttributeNames: e.names,
 			ExpressionAttributeValues: e.values}}, workPK(op.Kind, op.ID), nil
 
 	case work.AdjustSlots:
-		if err := work.ValidateKey(op.Kind, "slots"); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
 		var e exprs
 		n := e.name(attrCount)
 		up := &types.Update{TableName: tbl, Key: slotsKey(op.Kind),
@@ -370,9 +352,6 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 		return types.TransactWriteItem{Update: up}, "SLOTS#" + string(op.Kind), nil
 
 	case work.AcquireLock:
-		if err := validateLock(op.Key, op.Holder); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
 		var e exprs
 		item := lockKey(op.Key)
 		item[attrHolder] = str(op.Holder)
@@ -382,9 +361,6 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, "LOCK#" + op.Key, nil
 
 	case work.ReleaseLock:
-		if err := validateLock(op.Key, op.Holder); err != nil {
-			return types.TransactWriteItem{}, "", err
-		}
 		var e exprs
 		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: lockKey(op.Key),
 			ConditionExpression:      aws.String(e.name(attrHolder) + " = " + e.value(str(op.Holder))),
@@ -393,53 +369,13 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 	return types.TransactWriteItem{}, "", molt.Invalid("ops", "unknown op %T", op)
 }
 
-func validateLock(k, holder string) error {
-	if !lockRe.MatchString(k) {
-		return molt.Invalid("lock_key", "lock key %q is not valid", k)
-	}
-	if holder == "" || len(holder) > 200 {
-		return molt.Invalid("holder", "lock holder is empty or too long")
-	}
-	return nil
-}
-
-func validateStatus(st work.Status) error {
-	if !statusRe.MatchString(string(st)) {
-		return molt.Invalid("status", "status %q is not valid", st)
-	}
-	return nil
-}
-
 // updateItem builds the conditional update of op: the item must exist and every
 // non-zero field of op.If must hold; non-nil fields of op.Set are written, and
 // OpID and UpdatedAt always.
 func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
-	if err := work.ValidateKey(op.Kind, op.ID); err != nil {
-		return nil, err
-	}
 	set := op.Set
-	switch {
-	case len(set.Data) > work.MaxData:
-		return nil, &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
-	case set.Reason != nil && len(*set.Reason) > 2000:
-		return nil, molt.Invalid("reason", "reason over 2000 characters")
-	case len(op.If.Statuses) > 50:
-		return nil, molt.Invalid("status", "too many statuses in a condition")
-	case len(set.OpID) > 200:
-		return nil, molt.Invalid("op_id", "op id too long")
-	case set.Token != nil && len(*set.Token) > 200, len(op.If.Token) > 200:
-		return nil, molt.Invalid("token", "token too long")
-	}
-	if set.Status != "" {
-		if err := validateStatus(set.Status); err != nil {
-			return nil, err
-		}
-	}
 	e := &exprs{}
-	cond, err := itemCond(e, op.If)
-	if err != nil {
-		return nil, err
-	}
+	cond := itemCond(e, op.If)
 
 	u := &update{e: e}
 	if set.Status != "" {
@@ -485,19 +421,8 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 }
 
 // itemCond is the condition of a conditional write of a work item: it exists and
-// every non-zero field of c holds.
-func itemCond(e *exprs, c work.Cond) ([]string, error) {
-	switch {
-	case len(c.Statuses) > 50:
-		return nil, molt.Invalid("status", "too many statuses in a condition")
-	case len(c.Token) > 200, len(c.OpID) > 200:
-		return nil, molt.Invalid("token", "token too long")
-	}
-	for _, st := range c.Statuses {
-		if err := validateStatus(st); err != nil {
-			return nil, err
-		}
-	}
+// every non-zero field of c holds (c is valid: see work.Validate).
+func itemCond(e *exprs, c work.Cond) []string {
 	cond := []string{"attribute_exists(" + e.name(attrPK) + ")"}
 	if len(c.Statuses) > 0 {
 		vs := make([]string, len(c.Statuses))
@@ -523,8 +448,7 @@ func itemCond(e *exprs, c work.Cond) ([]string, error) {
 	if c.OpID != "" {
 		cond = append(cond, e.name(attrOpID)+" = "+e.value(str(c.OpID)))
 	}
-
-	return cond, nil
+	return cond
 }
 
 // GetItem reads kind/id with a strongly consistent read; ENOTFOUND when absent.
@@ -553,7 +477,7 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 		return page.Page[work.Item]{}, err
 	}
 	if q.Status != "" {
-		if err := validateStatus(q.Status); err != nil {
+		if err := work.ValidateStatus(q.Status); err != nil {
 			return page.Page[work.Item]{}, err
 		}
 	}
@@ -615,8 +539,8 @@ func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
 
 // LockHolder returns the holder of lock key, or "" when it is free.
 func (s *Store) LockHolder(ctx context.Context, k string) (string, error) {
-	if !lockRe.MatchString(k) {
-		return "", molt.Invalid("lock_key", "lock key %q is not valid", k)
+	if err := work.ValidateLockKey(k); err != nil {
+		return "", err
 	}
 	m, _, err := s.get(ctx, lockKey(k))
 	if err != nil {

@@ -425,10 +425,9 @@ func TestCommitAtomic(t *testing.T) {
 		work.AdjustSlots{Kind: kindT, Delta: 1, Max: 1},
 		work.AcquireLock{Key: "apply/acme", Holder: "job/a"},
 		work.ReleaseLock{Key: "apply/other", Holder: "x/1"},
-		work.AcquireLock{Key: "apply/other", Holder: "job/a"}, // free since the op before
-		work.AdjustSlots{Kind: kindT, Delta: 1, Max: 1},       // fails: op 2 took the only slot
+		work.AdjustSlots{Kind: "unused", Delta: -1}, // fails: that counter is 0
 	}
-	wantFailed(t, e.s.Commit(e.ctx, ops...), 6)
+	wantFailed(t, e.s.Commit(e.ctx, ops...), 5)
 	if _, err := e.s.GetItem(e.ctx, kindT, "b"); molt.ErrorCode(err) != molt.ENOTFOUND {
 		t.Fatalf("created item survived the rollback: %v", err)
 	}
@@ -444,10 +443,17 @@ func TestCommitAtomic(t *testing.T) {
 	if h, _ := e.s.LockHolder(e.ctx, "apply/other"); h != "x/1" {
 		t.Fatalf("lock apply/other held by %q after rollback, want x/1", h)
 	}
-	// Without the failing op, the same commit applies in order (release, then acquire).
-	e.mustCommit(ops[:6]...)
-	if h, _ := e.s.LockHolder(e.ctx, "apply/other"); h != "job/a" {
-		t.Fatalf("lock apply/other held by %q, want job/a", h)
+	// A commit that writes one row twice (release, then acquire one lock) would
+	// apply in order here but cannot be one DynamoDB transaction: refused on both.
+	err := e.s.Commit(e.ctx, append(ops[:5:5], work.AcquireLock{Key: "apply/other", Holder: "job/a"})...)
+	wantCode(t, err, molt.EINVALID)
+	if h, _ := e.s.LockHolder(e.ctx, "apply/other"); h != "x/1" {
+		t.Fatalf("lock apply/other held by %q after a refused commit, want x/1", h)
+	}
+	// Without the failing op, the commit applies.
+	e.mustCommit(ops[:5]...)
+	if h, _ := e.s.LockHolder(e.ctx, "apply/other"); h != "" {
+		t.Fatalf("lock apply/other held by %q, want free", h)
 	}
 }
 

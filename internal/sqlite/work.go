@@ -18,9 +18,6 @@ import (
 // adapters refuse the same commits.
 const MaxOps = 100
 
-// maxKeyLen bounds lock keys and holders.
-const maxKeyLen = 300
-
 // Commit applies ops atomically, in order, in one transaction (see work.Backend).
 // It returns EINVALID or ETOOLARGE for malformed ops before writing anything, a
 // *work.ConditionFailed naming the first op whose condition failed (nothing is
@@ -55,56 +52,59 @@ func validateOps(ops []work.Op) error {
 	if len(ops) > MaxOps {
 		return molt.Invalid("ops", "commit of %d ops is over the limit of %d", len(ops), MaxOps)
 	}
-	for _, op := range ops {
+	// Each item at most once, as in a DynamoDB transaction: there every condition
+	// is checked before any write, here ops apply in order, so a commit writing
+	// one item twice would mean different things on the two adapters.
+	seen := map[string]int{}
+	for i, op := range ops {
 		var err error
+		var k string
 		switch op := op.(type) {
-		case work.CreateItem:
-			err = op.Item.Validate()
-		case work.UpdateItem:
-			err = work.ValidateKey(op.Kind, op.ID)
-			if err == nil && len(op.Set.Data) > work.MaxData {
-				err = &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
-			}
-			if err == nil && op.Set.Reason != nil && len(*op.Set.Reason) > 2000 {
-				err = molt.Invalid("reason", "reason over 2000 characters")
-			}
-		case work.DeleteItem:
-			err = work.ValidateKey(op.Kind, op.ID)
-		case work.AdjustSlots:
-			err = validateKind(op.Kind)
-		case work.AcquireLock:
-			err = validateLock(op.Key, op.Holder)
-		case work.ReleaseLock:
-			err = validateLock(op.Key, op.Holder)
 		case session.AppendMessage:
 			err = op.Message.ValidateStored()
+			k = fmt.Sprintf("message %s/%d", op.Message.SessionID, op.Message.Seq)
 		case session.SetSummary:
 			err = op.Validate()
-		case nil:
-			err = molt.Invalid("ops", "nil op")
 		default:
-			err = molt.Invalid("ops", "unknown op %T", op)
+			err = work.Validate(op)
+			k = itemKey(op)
 		}
 		if err != nil {
 			return err
 		}
+		if k == "" {
+			continue
+		}
+		if j, dup := seen[k]; dup {
+			return molt.Invalid("ops", "ops %d and %d write the same item (%s)", j, i, k)
+		}
+		seen[k] = i
 	}
 	return nil
+}
+
+// itemKey names the row a work op writes.
+func itemKey(op work.Op) string {
+	switch op := op.(type) {
+	case work.CreateItem:
+		return "item " + string(op.Item.Kind) + "/" + op.Item.ID
+	case work.UpdateItem:
+		return "item " + string(op.Kind) + "/" + op.ID
+	case work.DeleteItem:
+		return "item " + string(op.Kind) + "/" + op.ID
+	case work.AdjustSlots:
+		return "slots " + string(op.Kind)
+	case work.AcquireLock:
+		return "lock " + op.Key
+	case work.ReleaseLock:
+		return "lock " + op.Key
+	}
+	return ""
 }
 
 func validateKind(k work.Kind) error {
 	// ValidateKey checks the kind before the id; the id here is a placeholder.
 	return work.ValidateKey(k, "slots")
-}
-
-func validateLock(key, holder string) error {
-	if key == "" || len(key) > maxKeyLen {
-		return molt.Invalid("lock_key", "lock key is empty or too long")
-	}
-	if holder == "" || len(holder) > maxKeyLen {
-		return molt.Invalid("holder", "lock holder is empty or too long")
-	}
-	return nil
 }
 
 // applyOp runs one op; ok is false when its condition failed.
@@ -371,8 +371,8 @@ func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
 
 // LockHolder returns who holds the lock key, or "" when it is free.
 func (s *Store) LockHolder(ctx context.Context, key string) (string, error) {
-	if key == "" || len(key) > maxKeyLen {
-		return "", molt.Invalid("lock_key", "lock key is empty or too long")
+	if err := work.ValidateLockKey(key); err != nil {
+		return "", err
 	}
 	var h string
 	err := s.rdb.QueryRowContext(ctx, `SELECT holder FROM locks WHERE key = ?`, key).Scan(&h)

@@ -115,11 +115,17 @@ func (it Item) Validate() error {
 	if it.Status == "" {
 		return molt.Invalid("status", "status is empty")
 	}
+	if err := ValidateStatus(it.Status); err != nil {
+		return err
+	}
 	if len(it.Data) > MaxData {
 		return &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
 	}
-	if len(it.Reason) > 2000 {
-		return molt.Invalid("reason", "reason over 2000 characters")
+	if len(it.Reason) > MaxReason {
+		return molt.Invalid("reason", "reason over %d characters", MaxReason)
+	}
+	if len(it.Token) > MaxTokenLen || len(it.OpID) > MaxTokenLen {
+		return molt.Invalid("token", "token or op id too long")
 	}
 	return nil
 }

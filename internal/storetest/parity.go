@@ -1,0 +1,78 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/session"
+	"github.com/molt-dev/molt/internal/work"
+)
+
+// testMalformedOps: every adapter refuses the same malformed commits with
+// EINVALID before writing anything, so code that works on one store works on
+// the other: malformed statuses, lock keys, holders, tokens and op ids, no ops
+// at all, and two ops writing one item (DynamoDB cannot write an item twice in
+// one transaction, and evaluates every condition before any write, where SQLite
+// would apply them one after the other).
+func testMalformedOps(t *testing.T, open Opener) {
+	e := setup(t, open)
+	it := e.create(kindT, "")
+	now := e.clock.Now()
+	long := strings.Repeat("x", 201)
+	set := func(s work.Set) work.Op {
+		s.UpdatedAt, s.OpID = now, "bad-write"
+		return work.UpdateItem{Kind: kindT, ID: it.ID, Set: s}
+	}
+	cases := []struct {
+		name string
+		ops  []work.Op
+	}{
+		{"no ops", nil},
+		{"create with a malformed status", []work.Op{work.CreateItem{Item: work.Item{Kind: kindT, ID: "new-1", Status: "Not Valid",
+			CreatedAt: now, UpdatedAt: now, OpID: "c"}}}},
+		{"set a malformed status", []work.Op{set(work.Set{Status: "Bad Status"})}},
+		{"condition on an empty status", []work.Op{work.UpdateItem{Kind: kindT, ID: it.ID, If: work.Cond{Statuses: []work.Status{""}},
+			Set: work.Set{Reason: work.Ptr("x"), UpdatedAt: now, OpID: "bad-write"}}}},
+		{"set an overlong token", []work.Op{set(work.Set{Token: &long})}},
+		{"set an overlong op id", []work.Op{work.UpdateItem{Kind: kindT, ID: it.ID, Set: work.Set{UpdatedAt: now, OpID: long}}}},
+		{"condition on an overlong token", []work.Op{work.UpdateItem{Kind: kindT, ID: it.ID, If: work.Cond{Token: long},
+			Set: work.Set{UpdatedAt: now, OpID: "bad-write"}}}},
+		{"malformed lock key", []work.Op{work.AcquireLock{Key: "nolock", Holder: "job/x"}}},
+		{"malformed lock key to release", []work.Op{work.ReleaseLock{Key: "no lock/x", Holder: "job/x"}}},
+		{"overlong lock holder", []work.Op{work.AcquireLock{Key: "apply/acme", Holder: long}}},
+		{"one item written twice", []work.Op{set(work.Set{Reason: work.Ptr("a")}),
+			work.UpdateItem{Kind: kindT, ID: it.ID, Set: work.Set{Reason: work.Ptr("b"), UpdatedAt: now, OpID: "bad-write-2"}}}},
+		{"one item created and written", []work.Op{work.CreateItem{Item: work.Item{Kind: kindT, ID: "new-2", Status: work.StatusPending,
+			CreatedAt: now, UpdatedAt: now, OpID: "c"}},
+			work.UpdateItem{Kind: kindT, ID: "new-2", Set: work.Set{Status: "done", UpdatedAt: now, OpID: "bad-write"}}}},
+		{"one slot counter written twice", []work.Op{work.AdjustSlots{Kind: "tally", Delta: 1}, work.AdjustSlots{Kind: "tally", Delta: 1}}},
+		{"one lock written twice", []work.Op{work.AcquireLock{Key: "apply/acme", Holder: "job/x"}, work.ReleaseLock{Key: "apply/acme", Holder: "job/x"}}},
+		{"one message appended twice", []work.Op{
+			session.AppendMessage{Message: session.Message{SessionID: "s-none", Seq: 1, Role: session.RoleUser, Text: "a", CreatedAt: now}},
+			session.AppendMessage{Message: session.Message{SessionID: "s-none", Seq: 1, Role: session.RoleUser, Text: "b", CreatedAt: now}}}},
+	}
+	for _, c := range cases {
+		err := e.s.Commit(e.ctx, c.ops...)
+		if molt.ErrorCode(err) != molt.EINVALID {
+			t.Errorf("%s: commit = %v, want EINVALID", c.name, err)
+		}
+	}
+	if got := e.get(kindT, it.ID); got.OpID != it.OpID {
+		t.Errorf("a refused commit wrote the item: %+v", got)
+	}
+	for _, id := range []string{"new-1", "new-2"} {
+		if _, err := e.s.GetItem(e.ctx, kindT, id); molt.ErrorCode(err) != molt.ENOTFOUND {
+			t.Errorf("a refused commit created %s: %v", id, err)
+		}
+	}
+	if n := e.active("tally"); n != 0 {
+		t.Errorf("a refused commit counted slots: %d", n)
+	}
+	if h := e.holder("apply/acme"); h != "" {
+		t.Errorf("a refused commit took a lock: %q", h)
+	}
+	if _, err := e.s.LockHolder(e.ctx, "not a lock"); molt.ErrorCode(err) != molt.EINVALID {
+		t.Errorf("lock holder of a malformed key: %v, want EINVALID", err)
+	}
+}

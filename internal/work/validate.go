@@ -1,0 +1,111 @@
+package work
+
+import (
+	"regexp"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// Limits on the fields of ops (both adapters refuse the same ops: see Validate).
+const (
+	MaxTokenLen   = 200 // Claim tokens, op ids and lock holders
+	MaxCondStatus = 50  // statuses in one Cond
+	MaxReason     = 2000
+)
+
+var statusRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// ValidateStatus returns EINVALID unless st is a status: lowercase letters,
+// digits and underscores, starting with a letter, at most 32 characters.
+func ValidateStatus(st Status) error {
+	if !statusRe.MatchString(string(st)) {
+		return molt.Invalid("status", "status %q is not valid", st)
+	}
+	return nil
+}
+
+// ValidateLockKey returns EINVALID unless key is a lock key ("kind/name").
+func ValidateLockKey(key string) error {
+	if !lockRe.MatchString(key) {
+		return molt.Invalid("lock_key", "lock key %q is not valid", key)
+	}
+	return nil
+}
+
+// Validate returns EINVALID (or ETOOLARGE) unless op is well formed. Adapters call
+// it for every op of a Commit before writing anything, so they refuse the same
+// commits; ops of other packages (session.AppendMessage, …) are theirs to check.
+func Validate(op Op) error {
+	switch op := op.(type) {
+	case CreateItem:
+		return op.Item.Validate()
+	case UpdateItem:
+		if err := ValidateKey(op.Kind, op.ID); err != nil {
+			return err
+		}
+		if err := op.If.validate(); err != nil {
+			return err
+		}
+		return op.Set.validate()
+	case DeleteItem:
+		if err := ValidateKey(op.Kind, op.ID); err != nil {
+			return err
+		}
+		return op.If.validate()
+	case AdjustSlots:
+		// ValidateKey checks the kind before the id; the id is a placeholder.
+		return ValidateKey(op.Kind, "slots")
+	case AcquireLock:
+		return validateLock(op.Key, op.Holder)
+	case ReleaseLock:
+		return validateLock(op.Key, op.Holder)
+	case nil:
+		return molt.Invalid("ops", "nil op")
+	}
+	return molt.Invalid("ops", "unknown op %T", op)
+}
+
+func validateLock(key, holder string) error {
+	if err := ValidateLockKey(key); err != nil {
+		return err
+	}
+	if holder == "" || len(holder) > MaxTokenLen {
+		return molt.Invalid("holder", "lock holder is empty or too long")
+	}
+	return nil
+}
+
+func (c Cond) validate() error {
+	if len(c.Statuses) > MaxCondStatus {
+		return molt.Invalid("status", "too many statuses in a condition")
+	}
+	for _, st := range c.Statuses {
+		if err := ValidateStatus(st); err != nil {
+			return err
+		}
+	}
+	if len(c.Token) > MaxTokenLen {
+		return molt.Invalid("token", "token too long")
+	}
+	if len(c.OpID) > MaxTokenLen {
+		return molt.Invalid("op_id", "op id too long")
+	}
+	return nil
+}
+
+func (s Set) validate() error {
+	switch {
+	case len(s.Data) > MaxData:
+		return &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
+	case s.Reason != nil && len(*s.Reason) > MaxReason:
+		return molt.Invalid("reason", "reason over %d characters", MaxReason)
+	case len(s.OpID) > MaxTokenLen:
+		return molt.Invalid("op_id", "op id too long")
+	case s.Token != nil && len(*s.Token) > MaxTokenLen:
+		return molt.Invalid("token", "token too long")
+	}
+	if s.Status != "" {
+		return ValidateStatus(s.Status)
+	}
+	return nil
+}

@@ -410,7 +410,11 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 			u.setVal(attrExpiresAt, num(set.ExpiresAt.Unix()))
 		}
 	}
-	u.setTime(attrUpdatedAt, set.UpdatedAt)
+	updated := set.UpdatedAt
+	if updated.IsZero() {
+		updated = s.now() // always written
+	}
+	u.setTime(attrUpdatedAt, updated)
 	u.setStr(attrOpID, set.OpID)
 
 	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),

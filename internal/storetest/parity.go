@@ -3,6 +3,7 @@ package storetest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/session"
@@ -74,5 +75,19 @@ func testMalformedOps(t *testing.T, open Opener) {
 	}
 	if _, err := e.s.LockHolder(e.ctx, "not a lock"); molt.ErrorCode(err) != molt.EINVALID {
 		t.Errorf("lock holder of a malformed key: %v, want EINVALID", err)
+	}
+}
+
+// testZeroUpdatedAt: a Set without UpdatedAt stamps the store's clock (it is
+// always written), the same on every adapter.
+func testZeroUpdatedAt(t *testing.T, open Opener) {
+	e := setup(t, open)
+	it := e.create(kindT, "")
+	e.clock.Advance(time.Minute)
+	if err := e.s.Commit(e.ctx, work.UpdateItem{Kind: kindT, ID: it.ID, Set: work.Set{Reason: work.Ptr("x"), OpID: "no-time"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(kindT, it.ID); !got.UpdatedAt.Equal(e.clock.Now()) {
+		t.Fatalf("updated_at %v after a write without one, want the store's now %v", got.UpdatedAt, e.clock.Now())
 	}
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Expire", func(t *testing.T) { t.Parallel(); testExpire(t, open) })
 	t.Run("Transactions", func(t *testing.T) { t.Parallel(); testTransactions(t, open) })
 	t.Run("MalformedOps", func(t *testing.T) { t.Parallel(); testMalformedOps(t, open) })
+	t.Run("ZeroUpdatedAt", func(t *testing.T) { t.Parallel(); testZeroUpdatedAt(t, open) })
 	t.Run("Faults", func(t *testing.T) { t.Parallel(); testFaults(t, open) })
 	t.Run("Maintainer", func(t *testing.T) { t.Parallel(); testMaintainer(t, open) })
 	t.Run("MaintainerLimit", func(t *testing.T) { t.Parallel(); testMaintainerLimit(t, open) })

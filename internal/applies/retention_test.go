@@ -254,3 +254,46 @@ func TestRetentionOverlap(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionOfFailedApply: a reviewer apply that failed leaves its run
+// approved (DESIGN.md §3: a retry is allowed). Retention archives and, 30 days
+// later, purges the failed apply, but the run is active and stays: it must
+// still be retryable then (its apply is gone: nothing is in flight), or it
+// could never be retried, deleted (approved) nor archived.
+func TestRetentionOfFailedApply(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		run, id := e.approve(runSpec{files: map[string]string{"INDEX.md": "x"}})
+		e.mu.Lock()
+		e.low[run] = true
+		e.mu.Unlock()
+		e.drainOK()
+		e.wantStatus(work.KindApply, id, applies.StatusFailed)
+		e.wantStatus(work.KindRun, run, runs.StatusApproved)
+		// Its snapshot, as the run's enqueue stores it (the seeded run has none).
+		if err := e.blobs.Put(e.ctx, runs.SnapshotKey(run, runs.ArtifactMessages), []byte("[]")); err != nil {
+			t.Fatal(err)
+		}
+
+		e.clock.Advance(15 * day)
+		if res, err := e.svc.RetainNow(e.ctx); err != nil || res.Archived != 1 {
+			t.Fatalf("archive = %+v %v, want the failed apply archived", res, err)
+		}
+		e.clock.Advance(31 * day)
+		if res, err := e.svc.RetainNow(e.ctx); err != nil || res.Purged != 1 {
+			t.Fatalf("purge = %+v %v, want the failed apply purged", res, err)
+		}
+		if _, err := e.store.GetItem(e.ctx, work.KindApply, id); molt.ErrorCode(err) != molt.ENOTFOUND {
+			t.Fatalf("apply after the purge: %v", err)
+		}
+		it := e.wantStatus(work.KindRun, run, runs.StatusApproved)
+		if applies.ArchivedAt(it) != nil {
+			t.Fatal("an approved run was archived")
+		}
+		if _, err := e.app.Runs.Retry(e.ctx, run, "try another way"); err != nil {
+			t.Fatalf("retry of an approved run whose failed apply was purged: %v", err)
+		}
+		e.wantStatus(work.KindRun, run, runs.StatusPending)
+	})
+}

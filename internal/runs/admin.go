@@ -447,10 +447,16 @@ func (s *Service) retryable(ctx context.Context, it work.Item, d Data) error {
 			return molt.Conflict(CodeNotRetryable, "run %s is approved and has no apply to judge", it.ID)
 		}
 		ap, err := s.store.GetItem(ctx, work.KindApply, d.LatestApply)
-		if err != nil && molt.ErrorCode(err) != molt.ENOTFOUND {
+		switch {
+		case molt.ErrorCode(err) == molt.ENOTFOUND:
+			// The apply was created with the approval, in the same write, and
+			// only retention removes an apply on its own: 30 days after it
+			// was archived, terminal. Nothing is in flight: an approved run
+			// whose apply failed and was purged since stays retryable (it
+			// could otherwise never be retried nor deleted).
+		case err != nil:
 			return fmt.Errorf("read apply %s: %w", d.LatestApply, err)
-		}
-		if err != nil || (ap.Status != ApplyFailed && ap.Status != ApplyTimeout) || ap.Active {
+		case (ap.Status != ApplyFailed && ap.Status != ApplyTimeout) || ap.Active:
 			return molt.Conflict(CodeNotRetryable, "run %s is approved and its apply has not failed", it.ID)
 		}
 	case !slices.Contains(retryable, it.Status):

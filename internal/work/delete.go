@@ -63,7 +63,10 @@ func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Stat
 		last = err
 		// Sending a delete again is safe even blind: once it has landed, its own
 		// first op (the item exists) fails.
-		if p.presence(context.WithoutCancel(ctx), kind, id) == absent {
+		rctx, cancel := detached(ctx)
+		got := p.presence(rctx, kind, id)
+		cancel()
+		if got == absent {
 			return nil
 		}
 		if ctx.Err() != nil {

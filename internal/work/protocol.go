@@ -29,6 +29,16 @@ const (
 	ReasonAlsoFailed   = "also_failed"   // an extra op of the transaction failed
 )
 
+// readBackTimeout bounds the read-back of a write its caller abandoned (which
+// runs without the caller's context, so a store that stopped answering would
+// hold the caller for ever). A variable for tests.
+var readBackTimeout = 10 * time.Second
+
+// detached returns a context for the read-back of a write ctx abandoned.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+}
+
 func (p *Protocol) now() time.Time { return p.Clock.Now().UTC() }
 
 func (p *Protocol) tries() int {
@@ -377,7 +387,10 @@ func (p *Protocol) commit(ctx context.Context, kind Kind, id, opID string, ops [
 		}
 		if ctx.Err() != nil {
 			// The caller gave up; we cannot tell, so read back once without it.
-			if p.landed(context.WithoutCancel(ctx), kind, id, opID) == wrote {
+			rctx, cancel := detached(ctx)
+			got := p.landed(rctx, kind, id, opID)
+			cancel()
+			if got == wrote {
 				return nil
 			}
 			return molt.Unavailable(err, "%s %s: write abandoned", kind, id)

@@ -3,6 +3,7 @@ package work_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,11 @@ import (
 )
 
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestMain(m *testing.M) {
+	work.SetReadBackTimeout(200 * time.Millisecond)
+	os.Exit(m.Run())
+}
 
 const kindT work.Kind = "job"
 
@@ -193,5 +199,43 @@ func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
 	if got := molt.ErrorCode(err); got != code {
 		t.Fatalf("error code = %q (%v), want %q", got, err, code)
+	}
+}
+
+// hangingReads is a Backend whose reads hang until their context ends (a store
+// that stopped answering) and whose writes fail with the caller's context error.
+type hangingReads struct{ *sqlite.Store }
+
+func (h hangingReads) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {
+	<-ctx.Done()
+	return work.Item{}, ctx.Err()
+}
+
+func (h hangingReads) Commit(ctx context.Context, ops ...work.Op) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestAbandonedWriteReturns: a caller that gives up mid-write (its context ends)
+// gets an answer in bounded time even when the store stopped answering: the
+// protocol reads back once without the caller's context, but not for ever (a
+// worker's KeepAlive stop waits on it, a Lambda would run into its timeout).
+func TestAbandonedWriteReturns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	it := e.create("")
+	p := &work.Protocol{Backend: hangingReads{e.s.Store}, Clock: e.clock, IDs: &molt.SortableIDs{Clock: e.clock}}
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.ClaimSeen(ctx, it, 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantCode(t, err, molt.EUNAVAILABLE)
+	case <-time.After(work.ReadBackTimeout() + 5*time.Second):
+		t.Fatalf("an abandoned claim did not return %v after the caller gave up", work.ReadBackTimeout()+5*time.Second)
 	}
 }

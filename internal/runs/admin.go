@@ -554,7 +554,7 @@ func (s *Service) rollingBack(ctx context.Context, ws string, applies []string) 
 		Apply string `json:"apply"`
 	}
 	rb, err := s.store.GetItem(ctx, KindRollback, rid)
-	if molt.ErrorCode(err) == molt.ENOTFOUND {
+	if molt.ErrorCode(err) == molt.ENOTFOUND || (err == nil && !rb.Active) {
 		return nil // ended meanwhile
 	}
 	if err != nil || json.Unmarshal(rb.Data, &rd) != nil || slices.Contains(applies, rd.Apply) {

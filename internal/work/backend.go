@@ -12,9 +12,11 @@ import (
 // conditional operations, a strongly consistent read, and listings.
 type Backend interface {
 	// Commit applies every op or none. When an op's condition fails it returns a
-	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. Any
-	// other error means the outcome is unknown: the ops may or may not have been
-	// applied (the protocol reads back).
+	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. No
+	// ops, a malformed op (see Validate) or two ops writing one item (an item, a
+	// slot counter, a lock, a message) return EINVALID or ETOOLARGE before
+	// anything is written. Any other error means the outcome is unknown: the ops
+	// may or may not have been applied (the protocol reads back).
 	Commit(ctx context.Context, ops ...Op) error
 	// GetItem reads one item with strong consistency; ENOTFOUND if absent.
 	GetItem(ctx context.Context, kind Kind, id string) (Item, error)

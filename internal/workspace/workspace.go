@@ -67,7 +67,9 @@ func ValidateName(name string) error {
 // Store keeps workspaces and their files.
 type Store interface {
 	// PutWorkspace creates or updates a workspace (CreatedAt kept on update).
-	// It reports whether it was created. EINVALID for a bad name.
+	// It reports whether it was created. EINVALID for a bad name; ECONFLICT with
+	// reason "deleting" while an adapter that deletes in steps (DynamoDB) is still
+	// removing a workspace of that name.
 	PutWorkspace(ctx context.Context, w Workspace) (Workspace, bool, error)
 	// GetWorkspace returns ENOTFOUND when absent.
 	GetWorkspace(ctx context.Context, name string) (Workspace, error)

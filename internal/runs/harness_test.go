@@ -4,24 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/auth"
-	"github.com/molt-dev/molt/internal/awstest"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/dirblob"
-	"github.com/molt-dev/molt/internal/dynamo"
 	"github.com/molt-dev/molt/internal/evolution"
 	"github.com/molt-dev/molt/internal/evolution/offlineevo"
 	"github.com/molt-dev/molt/internal/memqueue"
@@ -32,46 +24,22 @@ import (
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
-	"github.com/molt-dev/molt/internal/sqlite"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/storetest/adapters"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
-// opener opens a fresh, empty store on clock and ids.
-type opener func(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store
+// opener, openSQLite, openDynamo and eachStore are the shared adapter openers
+// (internal/storetest/adapters).
+type opener = adapters.Opener
 
-func openSQLite(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
-	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "molt.db"), sqlite.Options{Clock: clock, IDs: ids})
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+var (
+	openSQLite = adapters.OpenSQLite
+	openDynamo = adapters.OpenDynamo
+)
 
-func openDynamo(t testing.TB, clock molt.Clock, ids molt.IDs) store.Store {
-	t.Helper()
-	client := dynamodb.NewFromConfig(awstest.Config(t), func(o *dynamodb.Options) {
-		o.DisableValidateResponseChecksum = true
-		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 64 })
-	})
-	table := awstest.Name("molt-runs")
-	if err := dynamo.CreateTable(context.Background(), client, table); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	return dynamo.New(client, table, dynamo.Options{Clock: clock, IDs: ids})
-}
-
-// eachStore runs f on both store adapters.
-func eachStore(t *testing.T, f func(t *testing.T, open opener)) {
-	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, openSQLite) })
-	t.Run("dynamo", func(t *testing.T) { t.Parallel(); f(t, openDynamo) })
-}
+func eachStore(t *testing.T, f func(t *testing.T, open opener)) { adapters.Each(t, f) }
 
 // env is an App on one store adapter, a blob folder, in-process queues, a
 // manual clock and a controllable offline model.

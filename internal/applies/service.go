@@ -108,6 +108,7 @@ type Service struct {
 	log    *slog.Logger
 	cfg    Config
 	retain retentionGate
+	exec   *work.Executor[settings.Settings] // the apply kind's lifecycle (Handle)
 }
 
 // New returns a Service. It panics when a required dependency is missing.
@@ -126,6 +127,7 @@ func New(d Deps, cfg Config) *Service {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.exec = s.executor()
 	return s
 }
 
@@ -210,12 +212,28 @@ func (s *Service) runOps(ctx context.Context, ids []string, from, to work.Status
 // except (an apply given back waits for the tick). Pending applies that find
 // the lock busy wait for this wake-up (or the tick's re-send).
 func (s *Service) wakeNext(ctx context.Context, ws string, except ...string) {
-	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: work.KindApply, Status: StatusPending, Oldest: true,
-		Page: page.Query{Limit: 50}})
+	ids, err := s.nextApplies(ctx, ws, except...)
 	if err != nil {
 		s.log.WarnContext(ctx, "could not list pending applies; the tick will wake them", slog.String("error", err.Error()))
 		return
 	}
+	for _, id := range ids {
+		if err := s.queue.Send(ctx, queue.Message{Kind: string(work.KindApply), ID: id}); err != nil {
+			s.log.WarnContext(ctx, "wake-up not sent", slog.String("next_apply_id", id), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// nextApplies chooses the pending applies to wake when an apply of ws let go
+// of the lock or a slot: up to two of ws (the lock), then up to four others
+// (the budget), oldest first, but not except.
+func (s *Service) nextApplies(ctx context.Context, ws string, except ...string) ([]string, error) {
+	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: work.KindApply, Status: StatusPending, Oldest: true,
+		Page: page.Query{Limit: 50}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
 	same, others := 0, 0
 	for _, it := range pg.Items {
 		if slices.Contains(except, it.ID) {
@@ -230,10 +248,9 @@ func (s *Service) wakeNext(ctx context.Context, ws string, except ...string) {
 		default:
 			continue
 		}
-		if err := s.queue.Send(ctx, queue.Message{Kind: string(work.KindApply), ID: it.ID}); err != nil {
-			s.log.WarnContext(ctx, "wake-up not sent", slog.String("next_apply_id", it.ID), slog.String("error", err.Error()))
-		}
+		ids = append(ids, it.ID)
 	}
+	return ids, nil
 }
 
 // Get returns an apply and its data; ENOTFOUND when absent or not an apply.

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/molt-dev/molt/internal/evolution"
@@ -36,63 +34,40 @@ import (
 // Handle returns an error only when the store could not be read or written; the
 // wake-up is then delivered again.
 func (s *Service) Handle(ctx context.Context, m queue.Message) error {
-	if m.Kind != string(work.KindApply) || work.ValidateKey(work.KindApply, m.ID) != nil {
-		s.log.WarnContext(ctx, "not an apply wake-up; dropped", slog.String("kind", m.Kind))
-		return nil
-	}
-	ctx = obs.With(ctx, slog.String("apply_id", m.ID))
-	it, err := s.store.GetItem(ctx, work.KindApply, m.ID)
-	if molt.ErrorCode(err) == molt.ENOTFOUND {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read apply %s: %w", m.ID, err)
-	}
-	set, err := s.store.GetSettings(ctx)
-	if err != nil {
-		return fmt.Errorf("read settings: %w", err)
-	}
-	switch {
-	case it.Status == StatusPending && !it.Active:
-		c, claimed, err := s.proto.ClaimSeen(ctx, it, set.Evolution.MaxConcurrentApply)
-		if err != nil {
-			switch molt.ErrorReason(err) {
-			case work.ReasonLocked, work.ReasonBudgetFull, work.ReasonNotClaimable:
-				s.log.DebugContext(ctx, "apply not claimed", slog.String("reason", molt.ErrorReason(err)))
-				return nil
+	return s.exec.Handle(ctx, m)
+}
+
+// executor returns the apply kind's attempt executor: the policy and the
+// settings are read once per wake-up; a syncing apply whose claim went stale
+// is taken over in place (Policy.Resume); the next applies woken are chosen
+// by nextApplies (the workspace's lock first).
+func (s *Service) executor() *work.Executor[settings.Settings] {
+	return &work.Executor[settings.Settings]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: work.KindApply,
+		Policy: func(ctx context.Context) (work.Policy, settings.Settings, error) {
+			set, err := s.store.GetSettings(ctx)
+			if err != nil {
+				return work.Policy{}, set, fmt.Errorf("read settings: %w", err)
 			}
-			return fmt.Errorf("claim apply %s: %w", it.ID, err)
-		}
-		return s.run(ctx, c, claimed, set, false)
-	case it.Status == StatusSyncing && it.Active:
-		pol := s.Policy(set)
-		staleBefore := s.now().Add(-pol.Timeout)
-		if !it.HeartbeatAt.Before(staleBefore) || it.Used() >= pol.MaxAttempts {
-			return nil // its worker is alive, or the tick fails it
-		}
-		c, claimed, err := s.proto.Takeover(ctx, it, staleBefore)
-		if molt.ErrorCode(err) == molt.ECONFLICT {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("take over apply %s: %w", it.ID, err)
-		}
-		s.log.InfoContext(ctx, "resuming a checkpointed apply at publish", slog.Int("attempt", c.Attempts))
-		return s.run(ctx, c, claimed, set, true)
-	}
-	return nil
+			p := s.Policy(set)
+			p.Heartbeat = time.Duration(set.Evolution.HeartbeatSeconds) * time.Second
+			return p, set, nil
+		},
+		Prepare: func(_ context.Context, _ work.Item, _ work.Policy, set settings.Settings) (work.AttemptFunc, error) {
+			return func(ctx context.Context, a *work.Attempt) work.Outcome { return s.attempt(ctx, a, set) }, nil
+		},
+		Next: func(ctx context.Context, ended work.Item, _ work.Policy) ([]string, error) {
+			return s.nextApplies(ctx, ended.Workspace, ended.ID)
+		}}
 }
 
 // job is one claim of an apply.
 type job struct {
-	s    *Service
-	c    work.Claim
-	it   work.Item
-	d    Data
-	set  settings.Settings
-	lost *atomic.Bool
-	// stopHB stops the heartbeat (before a terminal write).
-	stopHB func()
+	s   *Service
+	w   *work.Attempt
+	c   work.Claim
+	it  work.Item
+	d   Data
+	set settings.Settings
 }
 
 // failure ends the apply with a stable reason.
@@ -104,45 +79,40 @@ func fail(format string, args ...any) error {
 	return &failure{reason: clip(fmt.Sprintf(format, args...), 1900)}
 }
 
-func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, set settings.Settings, resume bool) error {
-	ctx = obs.With(ctx, slog.Int("attempt", c.Attempts))
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var lost atomic.Bool
-	j := &job{s: s, c: c, it: it, set: set, lost: &lost}
-	var once sync.Once
-	stop := s.heartbeat(hctx, c, set, &lost, cancel)
-	j.stopHB = func() { once.Do(stop) }
-	defer j.stopHB()
-
-	d, err := ParseData(it.Data)
+// attempt runs one claim of an apply (a fresh one, or the takeover of a
+// checkpointed one, resumed at publish) and says how it ends.
+func (s *Service) attempt(ctx context.Context, w *work.Attempt, set settings.Settings) work.Outcome {
+	j := &job{s: s, w: w, c: w.Claim, it: w.Item, set: set}
+	if w.Resumed {
+		s.log.InfoContext(ctx, "resuming a checkpointed apply at publish", slog.Int("attempt", w.Claim.Attempts))
+	}
+	d, err := ParseData(j.it.Data)
 	if err != nil {
-		j.stopHB()
-		return j.failRunning(ctx, ReasonBadData+": "+errText(err))
+		return j.failRunning(ReasonBadData + ": " + errText(err))
 	}
 	j.d = d
 	ctx = obs.With(ctx, slog.String("workspace", d.Workspace))
-	if resume {
-		err = j.resume(hctx)
+	if w.Resumed {
+		err = j.resume(ctx)
 	} else {
-		err = j.fresh(hctx)
+		err = j.fresh(ctx)
 	}
-	return j.settle(ctx, err, resume)
+	return j.settle(ctx, err, w.Resumed)
 }
 
 // settle turns a phase's error into the apply's next state.
-func (j *job) settle(ctx context.Context, err error, resume bool) error {
+func (j *job) settle(ctx context.Context, err error, resume bool) work.Outcome {
 	s := j.s
 	var f *failure
 	var mf *modelFailure
 	switch {
 	case err == nil:
-		return nil
+		return j.finalize()
 	case isCrash(err):
-		return err
-	case j.lost.Load() || molt.IsLostClaim(err):
+		return work.Leave(err)
+	case molt.IsLostClaim(err):
 		s.log.WarnContext(ctx, "apply claim lost; stopped", slog.String("error", err.Error()))
-		return nil
+		return work.Leave(err)
 	case j.checkpointed():
 		// Past the checkpoint nothing goes back: release for the tick to resume.
 		reason := err.Error()
@@ -152,23 +122,27 @@ func (j *job) settle(ctx context.Context, err error, resume bool) error {
 		if resume {
 			reason = ReasonResumeFailed + ": " + reason
 		}
-		j.release(ctx, reason)
+		reason = clip(reason, 1900)
+		j.d.FailureReason = reason
+		s.log.WarnContext(ctx, "apply publish failed; released for the tick to resume", slog.String("reason", reason))
+		o := work.Release(reason, j.d.Encode())
 		if errors.As(err, &f) {
-			return nil
+			return o
 		}
-		return err
+		return o.WithErr(err)
 	case errors.As(err, &f):
-		j.stopHB()
-		return j.failRunning(ctx, f.reason)
+		return j.failRunning(f.reason)
 	case errors.As(err, &mf):
-		j.stopHB()
-		if !mf.transient() || j.it.Used() >= s.Policy(j.set).MaxAttempts {
-			return j.failRunning(ctx, mf.reason())
+		if !mf.transient() || !j.w.AttemptsLeft() {
+			return j.failRunning(mf.reason())
 		}
-		return j.giveBack(ctx, mf.reason())
+		// The model is unavailable; the attempt counts. No wake-up of its own:
+		// the tick's re-send, a minute later, is the backoff (waking it now
+		// would spend its attempts at once).
+		return work.GiveBack(mf.reason(), false, nil)
 	default:
 		// The store failed: leave the claim; the tick requeues it when stale.
-		return err
+		return work.Leave(err)
 	}
 }
 
@@ -258,12 +232,10 @@ func (j *job) fresh(ctx context.Context) error {
 		}
 	}
 	// Checkpoint: from here a crash resumes at publish.
-	it, err := s.proto.Transition(ctx, j.c, work.Transition{To: StatusSyncing, Keep: true,
-		Data: d.Encode(), Reason: work.Ptr("")})
-	if err != nil {
+	if err := j.w.Checkpoint(ctx, StatusSyncing, d.Encode()); err != nil {
 		return err
 	}
-	j.it.Status, j.it.OpID = it.Status, it.OpID
+	j.it = j.w.Item
 	s.log.InfoContext(ctx, "apply checkpointed", slog.Int("files", len(m.Files)))
 	if err := s.crash("checkpoint", j.it.ID); err != nil {
 		return err
@@ -414,7 +386,7 @@ func (j *job) resume(ctx context.Context) error {
 func (j *job) publish(ctx context.Context, changes []change, cur map[string]string) error {
 	s, d := j.s, &j.d
 	for k, c := range changes {
-		if j.lost.Load() {
+		if errors.Is(context.Cause(ctx), work.ErrClaimLost) {
 			return lostClaim(j.c)
 		}
 		if cur == nil || cur[c.Rel] != c.After {
@@ -437,123 +409,56 @@ func (j *job) publish(ctx context.Context, changes []change, cur map[string]stri
 			d.Published = append(d.Published, c.Rel)
 		}
 	}
-	return j.finalize(ctx)
+	return nil
 }
 
 // finalize makes the apply applied, with every still-approved source run
 // applied and, for an auto apply, its pending notice, in one write that also
-// releases slot and lock.
-func (j *job) finalize(ctx context.Context) error {
+// releases slot and lock (the runs are read again when one moved meanwhile).
+func (j *job) finalize() work.Outcome {
 	s, d := j.s, &j.d
-	j.stopHB()
 	now := s.now()
 	d.AppliedAt, d.FailureReason = &now, ""
-	for try := 0; ; try++ {
+	build := func(ctx context.Context, _ work.Op) (work.Transition, []work.Op, error) {
 		ops, err := s.runOps(ctx, d.Runs, runApproved, runApplied, nil)
 		if err != nil {
-			return err
+			return work.Transition{}, nil, err
 		}
 		if d.Auto() {
 			ops = append(ops, work.CreateItem{Item: work.Item{Kind: KindNotice, ID: j.it.ID, Workspace: d.Workspace,
 				Status: work.StatusPending, Data: []byte(`{"apply":"` + j.it.ID + `"}`),
 				CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID()}})
 		}
-		_, err = s.proto.Transition(ctx, j.c, work.Transition{To: StatusApplied, Data: d.Encode(), Reason: work.Ptr("")}, ops...)
-		if molt.ErrorReason(err) == work.ReasonAlsoFailed && try < 3 {
-			continue // a run moved since it was read: read again
-		}
-		if err != nil {
-			return err
-		}
-		break
+		return work.Transition{To: StatusApplied, Data: d.Encode(), Reason: work.Ptr("")}, ops, nil
 	}
-	s.log.InfoContext(ctx, "apply applied", slog.Int("published", len(d.Published)), slog.Int("unchanged", len(d.Unchanged)))
-	s.wakeNext(ctx, d.Workspace)
-	return nil
+	return work.EndWith(build, 3).Then(func(ctx context.Context, _ work.Item) {
+		s.log.InfoContext(ctx, "apply applied", slog.Int("published", len(d.Published)), slog.Int("unchanged", len(d.Unchanged)))
+	})
 }
 
 // failRunning fails a claimed apply that never reached syncing: an auto apply's
 // still-approved runs go back to awaiting_review in the same write; a reviewer
 // apply's runs stay approved (a retry is allowed).
-func (j *job) failRunning(ctx context.Context, reason string) error {
+func (j *job) failRunning(reason string) work.Outcome {
 	s, d := j.s, &j.d
-	ctx = context.WithoutCancel(ctx)
 	d.FailureReason = reason
-	for try := 0; ; try++ {
+	build := func(ctx context.Context, _ work.Op) (work.Transition, []work.Op, error) {
 		var ops []work.Op
 		if d.Auto() {
 			var err error
 			if ops, err = s.runOps(ctx, d.Runs, runApproved, runAwaitingReview, nil); err != nil {
-				return err
+				return work.Transition{}, nil, err
 			}
 		}
 		data := d.Encode()
 		if d.Workspace == "" {
 			data = nil // unreadable data stays as it was
 		}
-		_, err := s.proto.Transition(ctx, j.c, work.Transition{To: StatusFailed, Data: data, Reason: &reason}, ops...)
-		if molt.ErrorReason(err) == work.ReasonAlsoFailed && try < 3 {
-			continue
-		}
-		if molt.IsLostClaim(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		break
+		return work.Transition{To: StatusFailed, Data: data, Reason: &reason}, ops, nil
 	}
-	s.log.InfoContext(ctx, "apply failed", slog.String("reason", reason))
-	if d.Workspace != "" {
-		s.wakeNext(ctx, d.Workspace)
-	}
-	return nil
-}
-
-// giveBack returns a claimed apply to pending (the model is unavailable; the
-// attempt counts), for the tick to wake it again (its re-send of pending
-// wake-ups, a minute later): waking it now would spend its attempts at once.
-func (j *job) giveBack(ctx context.Context, reason string) error {
-	s := j.s
-	ctx = context.WithoutCancel(ctx)
-	_, err := s.proto.Transition(ctx, j.c, work.Transition{To: StatusPending, Reason: &reason})
-	if molt.IsLostClaim(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.log.InfoContext(ctx, "apply given back", slog.String("reason", reason))
-	s.wakeNext(ctx, j.d.Workspace, j.it.ID)
-	return nil
-}
-
-// release lets go of a checkpointed apply whose publish (or resume) failed: it
-// stays syncing with its slot and lock, its heartbeat cleared so the tick finds
-// it stale at once and resumes it (or fails it when retries are spent), with the
-// failure in its reason.
-func (j *job) release(ctx context.Context, reason string) {
-	s, d := j.s, &j.d
-	ctx = context.WithoutCancel(ctx)
-	j.stopHB()
-	reason = clip(reason, 1900)
-	d.FailureReason = reason
-	op := work.UpdateItem{Kind: work.KindApply, ID: j.it.ID,
-		If: work.Cond{Attempts: work.Ptr(j.c.Attempts), Token: j.c.Token, Active: work.Ptr(true)},
-		Set: work.Set{HeartbeatAt: work.Ptr(time.Time{}), Reason: &reason, Data: d.Encode(),
-			UpdatedAt: s.now(), OpID: s.ids.NewID()}}
-	if err := s.store.Commit(ctx, op); err != nil {
-		s.log.WarnContext(ctx, "could not release the syncing apply; the tick resumes it when stale",
-			slog.String("error", err.Error()))
-		return
-	}
-	s.log.WarnContext(ctx, "apply publish failed; released for the tick to resume", slog.String("reason", reason))
-}
-
-// heartbeat keeps the claim alive every heartbeat_seconds (work.KeepAlive).
-func (s *Service) heartbeat(ctx context.Context, c work.Claim, set settings.Settings, lost *atomic.Bool, cancel context.CancelFunc) func() {
-	every := time.Duration(set.Evolution.HeartbeatSeconds) * time.Second
-	return s.proto.KeepAlive(ctx, c, every, lost, cancel, s.log)
+	return work.EndWith(build, 3).Then(func(ctx context.Context, _ work.Item) {
+		s.log.InfoContext(ctx, "apply failed", slog.String("reason", reason))
+	})
 }
 
 func lostClaim(c work.Claim) error {

@@ -53,6 +53,8 @@ type Service struct {
 	log   *slog.Logger
 	cfg   Config
 
+	exec *work.Executor[struct{}] // the turn kind's lifecycle (Handle)
+
 	mu          sync.RWMutex
 	commands    map[string]Command
 	onCompacted CompactedHook
@@ -77,6 +79,7 @@ func New(d Deps, cfg Config) *Service {
 		s.tools = NewTools()
 	}
 	s.HandleCommand("/compact", compactCommand)
+	s.exec = s.executor()
 	return s
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
@@ -38,65 +37,59 @@ import (
 // to pending and wakes it again; otherwise the turn fails with one system message
 // in the same write.
 func (s *Service) Handle(ctx context.Context, m queue.Message) error {
-	if m.Kind != string(work.KindTurn) || work.ValidateKey(work.KindTurn, m.ID) != nil {
-		s.log.WarnContext(ctx, "not a turn wake-up; dropped", slog.String("kind", m.Kind))
-		return nil
-	}
-	ctx = obs.With(ctx, slog.String("turn_id", m.ID))
-	it, err := s.store.GetItem(ctx, work.KindTurn, m.ID)
-	if molt.ErrorCode(err) == molt.ENOTFOUND {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read turn %s: %w", m.ID, err)
-	}
-	if it.Status != work.StatusPending || it.Active {
-		return nil
-	}
+	return s.exec.Handle(ctx, m)
+}
+
+// executor returns the turn kind's attempt executor.
+func (s *Service) executor() *work.Executor[struct{}] {
+	return &work.Executor[struct{}]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: work.KindTurn,
+		Policy: func(context.Context) (work.Policy, struct{}, error) {
+			p := s.Policy()
+			p.Heartbeat, p.CommitMargin = s.cfg.HeartbeatEvery, s.cfg.CommitMargin
+			return p, struct{}{}, nil
+		},
+		Prepare: s.prepare}
+}
+
+// prepare reads what a pending turn's attempt needs (its session and
+// messages) and returns the attempt; nil when the turn must wait for the
+// session's previous turn, or can never run (it is then ended here).
+func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, _ struct{}) (work.AttemptFunc, error) {
 	d, err := ParseTurnData(it.Data)
 	if err != nil {
 		s.abandon(ctx, it, "bad_turn_data")
-		return nil
+		return nil, nil
 	}
 	ctx = obs.With(ctx, slog.String("session_id", d.SessionID))
 	sess, err := s.store.GetSession(ctx, d.SessionID)
 	if molt.ErrorCode(err) == molt.ENOTFOUND {
 		s.abandon(ctx, it, ReasonSessionDeleted)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read session %s: %w", d.SessionID, err)
+		return nil, fmt.Errorf("read session %s: %w", d.SessionID, err)
 	}
 	msgs, err := s.loadMessages(ctx, sess.ID, sess.SummarySeq)
 	if molt.ErrorCode(err) == molt.ENOTFOUND {
 		s.abandon(ctx, it, ReasonSessionDeleted)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if prev := previousTurn(msgs, d.UserSeq, it.ID); prev != "" && !writtenBy(msgs, prev) {
 		p, err := s.store.GetItem(ctx, work.KindTurn, prev)
 		switch {
 		case err == nil && (p.Status == work.StatusPending || p.Active):
 			s.log.DebugContext(ctx, "turn waits for the session's previous turn", slog.String("previous_turn_id", prev))
-			return nil
+			return nil, nil
 		case err != nil && molt.ErrorCode(err) != molt.ENOTFOUND:
-			return fmt.Errorf("read previous turn %s: %w", prev, err)
+			return nil, fmt.Errorf("read previous turn %s: %w", prev, err)
 		}
 	}
-	c, claimed, err := s.proto.ClaimSeen(ctx, it, s.cfg.Budget)
-	if err != nil {
-		switch molt.ErrorReason(err) {
-		case work.ReasonLocked, work.ReasonNotClaimable:
-			return nil
-		case work.ReasonBudgetFull:
-			s.log.InfoContext(ctx, "turn budget full; the tick re-sends the wake-up", slog.String("turn_id", it.ID))
-			return nil
-		}
-		return fmt.Errorf("claim turn %s: %w", it.ID, err)
-	}
-	return s.run(ctx, c, claimed, d, sess, msgs)
+	return func(ctx context.Context, a *work.Attempt) work.Outcome {
+		return s.attempt(obs.With(ctx, slog.String("session_id", d.SessionID)), a, d, sess, msgs)
+	}, nil
 }
 
 // abandon ends a pending turn that can never run (its session is gone).
@@ -194,66 +187,41 @@ type modelFailure struct{ err error }
 func (f *modelFailure) Error() string { return "model: " + f.err.Error() }
 func (f *modelFailure) Unwrap() error { return f.err }
 
-// run executes a claimed turn to its terminal write.
-func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, d TurnData, sess session.Session, msgs []session.Message) error {
-	start := s.clock.Now()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if dl, ok := ctx.Deadline(); ok {
-		var cancelDL context.CancelFunc
-		runCtx, cancelDL = context.WithDeadline(runCtx, dl.Add(-s.cfg.CommitMargin))
-		defer cancelDL()
-	}
-	var lost atomic.Bool
-	stopHeartbeat := s.heartbeat(runCtx, c, &lost, cancel)
-	out, err := s.answer(runCtx, d, sess, msgs)
-	stopHeartbeat()
-	if lost.Load() {
-		s.log.WarnContext(ctx, "turn lost its claim; nothing written", slog.Int("attempt", c.Attempts))
-		return nil
-	}
-	// The final write gets its own short deadline, so an answer that is ready is
-	// not thrown away because the handler's context ended meanwhile.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitMargin)
-	defer wcancel()
+// attempt answers a claimed turn and says how it ends.
+func (s *Service) attempt(ctx context.Context, a *work.Attempt, d TurnData, sess session.Session, msgs []session.Message) work.Outcome {
+	it := a.Item
+	out, err := s.answer(ctx, d, sess, msgs)
 	if err == nil {
 		if s.cfg.BeforeCommit != nil {
-			if herr := s.cfg.BeforeCommit(TurnContext{Turn: it, Claim: c, Reply: replyText(out)}); herr != nil {
-				return fmt.Errorf("turn %s abandoned before commit: %w", it.ID, herr)
+			if herr := s.cfg.BeforeCommit(TurnContext{Turn: it, Claim: a.Claim, Reply: replyText(out)}); herr != nil {
+				return work.Leave(fmt.Errorf("turn %s abandoned before commit: %w", it.ID, herr))
 			}
 		}
-		return s.finish(wctx, c, it, d, sess, msgs, out, StatusDone, "")
+		return s.finish(ctx, it, d, sess, msgs, out, StatusDone, "")
 	}
-
 	var tf *turnFailure
 	var mf *modelFailure
 	switch {
 	case errors.As(err, &tf):
 		s.log.WarnContext(ctx, "turn failed", slog.String("reason", tf.reason), slog.String("error", err.Error()))
-		return s.finish(wctx, c, it, d, sess, msgs, outcome{notice: tf.notice}, StatusFailed, tf.reason)
-	case ctx.Err() != nil:
+		return s.finish(ctx, it, d, sess, msgs, outcome{notice: tf.notice}, StatusFailed, tf.reason)
+	case a.Interrupted():
 		// Shutdown or the invocation ended: give the turn back for a later attempt.
-		s.release(wctx, c, "interrupted")
-		s.wake(wctx, it.ID)
-		return fmt.Errorf("turn %s interrupted: %w", it.ID, ctx.Err())
+		return work.GiveBack("interrupted", true, nil).WithErr(fmt.Errorf("turn %s interrupted: %w", it.ID, context.Cause(ctx)))
 	case errors.As(err, &mf):
 		reason := modelReason(mf.err)
-		if molt.ErrorCode(mf.err) == molt.EUNAVAILABLE && it.Used() < s.cfg.MaxAttempts {
+		if molt.ErrorCode(mf.err) == molt.EUNAVAILABLE && a.AttemptsLeft() {
 			s.log.WarnContext(ctx, "model unavailable; turn will be retried", slog.String("reason", reason),
 				slog.Int("attempt", it.Used()), slog.Int("max_attempts", s.cfg.MaxAttempts))
-			if s.release(wctx, c, reason) {
-				s.wake(wctx, it.ID)
-			}
-			return nil
+			return work.GiveBack(reason, true, nil)
 		}
 		s.log.WarnContext(ctx, "model failed; turn fails", slog.String("reason", reason), slog.String("error", mf.err.Error()),
-			slog.Int("attempt", it.Used()), slog.Duration("elapsed", s.clock.Now().Sub(start)))
-		return s.finish(wctx, c, it, d, sess, msgs, outcome{notice: modelNotice(mf.err)}, StatusFailed, reason)
+			slog.Int("attempt", it.Used()), slog.Duration("elapsed", s.clock.Now().Sub(a.Start)))
+		return s.finish(ctx, it, d, sess, msgs, outcome{notice: modelNotice(mf.err)}, StatusFailed, reason)
 	default:
 		// The store or something unexpected: give the turn back and let the
 		// wake-up be delivered again.
-		s.release(wctx, c, "error")
-		return fmt.Errorf("turn %s: %w", it.ID, err)
+		return work.GiveBack("error", false, nil).WithErr(fmt.Errorf("turn %s: %w", it.ID, err))
 	}
 }
 
@@ -262,22 +230,6 @@ func replyText(out outcome) string {
 		return out.added[len(out.added)-1].Text
 	}
 	return out.notice
-}
-
-// release returns a claimed turn to pending, writing nothing else. It reports
-// whether it did.
-func (s *Service) release(ctx context.Context, c work.Claim, reason string) bool {
-	_, err := s.proto.Transition(ctx, c, work.Transition{To: work.StatusPending, Reason: &reason})
-	if err != nil {
-		s.log.WarnContext(ctx, "could not return the turn to pending; the tick will", slog.String("error", err.Error()))
-		return false
-	}
-	return true
-}
-
-// heartbeat keeps the claim alive every HeartbeatEvery (work.KeepAlive).
-func (s *Service) heartbeat(ctx context.Context, c work.Claim, lost *atomic.Bool, cancel context.CancelFunc) (stop func()) {
-	return s.proto.KeepAlive(ctx, c, s.cfg.HeartbeatEvery, lost, cancel, s.log)
 }
 
 // answer prepares what the turn commits: the compaction if one is due, then the
@@ -360,55 +312,52 @@ func withSummary(system, summary string) string {
 	return system + "\n\n=== conversation summary (earlier messages) ===\n" + summary
 }
 
-// finish commits the turn's terminal write: the status, its data, and every
+// finish is the turn's terminal write: the status, its data, and every
 // message and the summary in the same transaction. When a message was appended
-// meanwhile (the seq moved) it re-reads the session and tries again: nothing was
-// written. After the write it wakes the session's next turn.
-func (s *Service) finish(ctx context.Context, c work.Claim, it work.Item, d TurnData, sess session.Session,
-	msgs []session.Message, out outcome, status work.Status, reason string) error {
+// meanwhile (the seq moved) the session is read again and the write retried
+// (nothing was written). After the write it wakes the session's next turn.
+func (s *Service) finish(ctx context.Context, it work.Item, d TurnData, sess session.Session,
+	msgs []session.Message, out outcome, status work.Status, reason string) work.Outcome {
 	raced := false
-	for try := 0; try < maxSeqRaces; try++ {
-		ops, nd := s.finalOps(it.ID, d, sess, out)
-		var after func(context.Context)
+	var after func(context.Context)
+	var nd TurnData
+	build := func(ctx context.Context, failed work.Op) (work.Transition, []work.Op, error) {
+		if failed != nil {
+			raced = true
+			cur, gerr := s.store.GetSession(ctx, sess.ID)
+			switch {
+			case molt.ErrorCode(gerr) == molt.ENOTFOUND:
+				out, status, reason = outcome{}, StatusFailed, ReasonSessionDeleted
+				sess.ID = "" // no ops: nothing to append to
+			case gerr != nil:
+				return work.Transition{}, nil, fmt.Errorf("reread session %s: %w", sess.ID, gerr)
+			default:
+				if out.compacted && cur.SummarySeq != out.ifSummary {
+					out.compacted = false // someone else compacted: keep theirs
+				}
+				sess = cur
+			}
+		}
+		var ops []work.Op
+		ops, nd = s.finalOps(it.ID, d, sess, out)
+		after = nil
 		if out.compacted && status == StatusDone {
 			ops, after = s.compactedEffect(ctx, it, sess, ops)
 		}
-		_, err := s.proto.Transition(ctx, c, work.Transition{To: status, Data: nd.encode(), Reason: &reason}, ops...)
-		switch {
-		case err == nil:
-			if after != nil {
-				after(ctx)
-			}
-			s.log.InfoContext(ctx, "turn "+string(status), slog.String("reason", reason), slog.Int("attempt", c.Attempts),
-				slog.Int("steps", nd.Steps), slog.Bool("compacted", nd.Compacted), slog.Int("reply_seq", nd.ReplySeq),
-				slog.Int("input_tokens", nd.InputTokens), slog.Int("output_tokens", nd.OutputTokens),
-				slog.Bool("step_limit", out.stepLimit))
-			s.wakeNext(ctx, sess.ID, d.UserSeq, msgs, raced)
-			return nil
-		case molt.IsLostClaim(err):
-			s.log.WarnContext(ctx, "turn lost its claim before its final write; nothing written", slog.Int("attempt", c.Attempts))
-			return nil
-		case molt.ErrorReason(err) == work.ReasonAlsoFailed:
-			raced = true
-			cur, gerr := s.store.GetSession(ctx, sess.ID)
-			if molt.ErrorCode(gerr) == molt.ENOTFOUND {
-				out, status, reason = outcome{}, StatusFailed, ReasonSessionDeleted
-				sess.ID = "" // no ops: nothing to append to
-				continue
-			}
-			if gerr != nil {
-				return fmt.Errorf("reread session %s: %w", sess.ID, gerr)
-			}
-			if out.compacted && cur.SummarySeq != out.ifSummary {
-				out.compacted = false // someone else compacted: keep theirs
-			}
-			sess = cur
-		default:
-			return fmt.Errorf("finish turn %s: %w", it.ID, err)
-		}
+		return work.Transition{To: status, Data: nd.encode(), Reason: &reason}, ops, nil
 	}
-	s.release(ctx, c, ReasonTooManyRetries)
-	return molt.Unavailable(nil, "turn %s: the session's messages kept moving", it.ID)
+	o := work.EndWith(build, maxSeqRaces).Then(func(ctx context.Context, _ work.Item) {
+		if after != nil {
+			after(ctx)
+		}
+		s.log.InfoContext(ctx, "turn "+string(status), slog.String("reason", reason),
+			slog.Int("steps", nd.Steps), slog.Bool("compacted", nd.Compacted), slog.Int("reply_seq", nd.ReplySeq),
+			slog.Int("input_tokens", nd.InputTokens), slog.Int("output_tokens", nd.OutputTokens),
+			slog.Bool("step_limit", out.stepLimit))
+		s.wakeNext(ctx, sess.ID, d.UserSeq, msgs, raced)
+	})
+	o.RacedReason = ReasonTooManyRetries
+	return o
 }
 
 // finalOps builds the terminal write's extra ops (sess.ID "" means none) and the

@@ -86,6 +86,7 @@ type Service struct {
 	ids   molt.IDs
 	log   *slog.Logger
 	cfg   Config
+	exec  *work.Executor[settings.Settings] // the run kind's lifecycle (Handle)
 }
 
 var _ queue.Handler = (*Service)(nil)
@@ -103,6 +104,7 @@ func New(d Deps, cfg Config) *Service {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.exec = s.executor()
 	return s
 }
 

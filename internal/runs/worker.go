@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/evolution"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
-	"github.com/molt-dev/molt/internal/obs"
-	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
@@ -54,38 +51,41 @@ const (
 // written. The phases (draft, dry-run, score, gates) are in execute; the
 // outcome is committed in the one conditional write that ends the claim.
 func (s *Service) Handle(ctx context.Context, m queue.Message) error {
-	if m.Kind != string(work.KindRun) || work.ValidateKey(work.KindRun, m.ID) != nil {
-		s.log.WarnContext(ctx, "not a run wake-up; dropped", slog.String("kind", m.Kind))
-		return nil
+	return s.exec.Handle(ctx, m)
+}
+
+// executor returns the run kind's attempt executor: the policy and the
+// settings are read once per wake-up.
+func (s *Service) executor() *work.Executor[settings.Settings] {
+	return &work.Executor[settings.Settings]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: work.KindRun,
+		Policy: func(ctx context.Context) (work.Policy, settings.Settings, error) {
+			st, err := s.store.GetSettings(ctx)
+			if err != nil {
+				return work.Policy{}, st, fmt.Errorf("read settings: %w", err)
+			}
+			return s.attemptPolicy(st), st, nil
+		},
+		Prepare: func(ctx context.Context, it work.Item, _ work.Policy, st settings.Settings) (work.AttemptFunc, error) {
+			return func(ctx context.Context, a *work.Attempt) work.Outcome {
+				s.log.InfoContext(ctx, "run claimed", slog.Int("attempt", a.Claim.Attempts), slog.Int("used", a.Item.Used()))
+				return s.attempt(ctx, a, st)
+			}, nil
+		}}
+}
+
+// attemptPolicy is Policy with what one attempt needs: the heartbeat
+// (heartbeat_seconds, or Config.HeartbeatEvery), the attempt's deadline
+// (run_timeout_minutes) and the commit margin.
+func (s *Service) attemptPolicy(st settings.Settings) work.Policy {
+	p := Policy(st)
+	p.Heartbeat = s.cfg.HeartbeatEvery
+	if p.Heartbeat <= 0 {
+		p.Heartbeat = time.Duration(st.Evolution.HeartbeatSeconds) * time.Second
 	}
-	ctx = obs.With(ctx, slog.String("run_id", m.ID))
-	it, err := s.store.GetItem(ctx, work.KindRun, m.ID)
-	if molt.ErrorCode(err) == molt.ENOTFOUND {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read run %s: %w", m.ID, err)
-	}
-	if it.Status != StatusPending || it.Active {
-		return nil
-	}
-	st, err := s.store.GetSettings(ctx)
-	if err != nil {
-		return fmt.Errorf("read settings: %w", err)
-	}
-	c, claimed, err := s.proto.ClaimSeen(ctx, it, st.Evolution.MaxConcurrentRun)
-	if err != nil {
-		switch molt.ErrorReason(err) {
-		case work.ReasonNotClaimable:
-			return nil
-		case work.ReasonBudgetFull:
-			s.log.InfoContext(ctx, "run budget full; a finishing run or the tick wakes it")
-			return nil
-		}
-		return fmt.Errorf("claim run %s: %w", it.ID, err)
-	}
-	s.log.InfoContext(ctx, "run claimed", slog.Int("attempt", c.Attempts), slog.Int("used", claimed.Used()))
-	return s.run(ctx, c, claimed, st)
+	p.AttemptTimeout = time.Duration(st.Evolution.RunTimeoutMinutes) * time.Minute
+	p.CommitMargin = s.cfg.CommitMargin
+	p.WakeNext = max(st.Evolution.MaxConcurrentRun, 1)
+	return p
 }
 
 // runFailure is a failure no retry of the same attempt can fix: the run fails
@@ -110,6 +110,7 @@ func (f *modelFailure) Unwrap() error { return f.err }
 
 // attempt is one claimed attempt of a run.
 type attempt struct {
+	w     *work.Attempt
 	c     work.Claim
 	it    work.Item
 	data  Data
@@ -125,123 +126,81 @@ func (a *attempt) log(s *Service, msg string) {
 	a.data.log(s.clock.Now(), a.c.Attempts, msg)
 }
 
-// run executes a claimed run to its terminal (or give-back) write.
-func (s *Service) run(ctx context.Context, c work.Claim, it work.Item, st settings.Settings) error {
-	a := &attempt{c: c, it: it, st: st, start: s.clock.Now(), res: Result{Attempt: c.Attempts}}
+// attempt runs one claimed attempt of a run and says how it ends.
+func (s *Service) attempt(ctx context.Context, w *work.Attempt, st settings.Settings) work.Outcome {
+	c, it := w.Claim, w.Item
+	a := &attempt{w: w, c: c, it: it, st: st, start: w.Start, res: Result{Attempt: c.Attempts}}
 	d, err := ParseData(it.Data)
 	if err != nil {
 		a.data = Data{Workspace: it.Workspace, Trigger: "unknown"}
 		a.to, a.why = StatusFailed, ReasonBadData
-		wctx, wcancel := s.writeCtx(ctx)
-		defer wcancel()
-		return s.finish(wctx, a)
+		return s.finish(a)
 	}
 	a.data = d
 	a.log(s, fmt.Sprintf("attempt %d started (%d of %d this round)", c.Attempts, it.Used(), st.Evolution.MaxAttempts))
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	deadline := time.Now().Add(time.Duration(st.Evolution.RunTimeoutMinutes) * time.Minute)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-s.cfg.CommitMargin).Before(deadline) {
-		deadline = dl.Add(-s.cfg.CommitMargin)
-	}
-	runCtx, cancelDL := context.WithDeadline(runCtx, deadline)
-	defer cancelDL()
-	every := s.cfg.HeartbeatEvery
-	if every <= 0 {
-		every = time.Duration(st.Evolution.HeartbeatSeconds) * time.Second
-	}
-	var lost atomic.Bool
-	stop := s.heartbeat(runCtx, c, every, &lost, cancel)
-	err = s.execute(runCtx, a)
-	stop()
-	if lost.Load() || molt.IsLostClaim(err) {
-		s.log.WarnContext(ctx, "run lost its claim; nothing more written", slog.Int("attempt", c.Attempts))
-		return nil
-	}
-	// The final write gets its own short deadline, so an outcome that is ready is
-	// not thrown away because the handler's context ended meanwhile.
-	wctx, wcancel := s.writeCtx(ctx)
-	defer wcancel()
+	err = s.execute(ctx, a)
 	if err == nil {
-		return s.finish(wctx, a)
+		return s.finish(a)
 	}
-
+	if molt.IsLostClaim(err) {
+		return work.Leave(err)
+	}
 	var rf *runFailure
 	var mf *modelFailure
-	maxAttempts := st.Evolution.MaxAttempts
 	switch {
 	case errors.As(err, &rf):
 		s.log.WarnContext(ctx, "run failed", slog.String("reason", rf.reason), slog.String("error", err.Error()))
 		a.log(s, "failed: "+rf.reason)
 		a.to, a.why = StatusFailed, rf.reason
-		return s.finish(wctx, a)
-	case ctx.Err() != nil:
+		return s.finish(a)
+	case w.Interrupted():
 		// Shutdown, or the invocation ended: give the run back for a later
 		// attempt, or end it when this was the last.
-		if it.Used() < maxAttempts {
-			s.giveBack(wctx, a, ReasonInterrupted, true)
-		} else {
-			a.log(s, "interrupted with the attempts spent")
-			a.to, a.why = StatusTimeout, "timeout: "+ReasonInterrupted
-			if ferr := s.finish(wctx, a); ferr != nil {
-				s.log.WarnContext(wctx, "could not end the interrupted run; the tick will", slog.String("error", ferr.Error()))
-			}
+		stopped := fmt.Errorf("run %s interrupted: %w", it.ID, context.Cause(ctx))
+		if w.AttemptsLeft() {
+			return s.giveBack(a, ReasonInterrupted, true).WithErr(stopped)
 		}
-		return fmt.Errorf("run %s interrupted: %w", it.ID, ctx.Err())
-	case runCtx.Err() != nil && errors.Is(context.Cause(runCtx), context.DeadlineExceeded):
-		if it.Used() < maxAttempts {
-			s.giveBack(wctx, a, ReasonDeadline, true)
-			return nil
+		a.log(s, "interrupted with the attempts spent")
+		a.to, a.why = StatusTimeout, "timeout: "+ReasonInterrupted
+		return s.finish(a).WithErr(stopped)
+	case w.DeadlineHit():
+		if w.AttemptsLeft() {
+			return s.giveBack(a, ReasonDeadline, true)
 		}
 		a.log(s, "attempt deadline reached with the attempts spent")
 		a.to, a.why = StatusTimeout, "timeout: "+ReasonDeadline
-		return s.finish(wctx, a)
+		return s.finish(a)
 	case errors.As(err, &mf):
 		reason := ReasonModel + ":" + orUnknown(molt.ErrorReason(mf.err))
-		if molt.ErrorCode(mf.err) == molt.EUNAVAILABLE && it.Used() < maxAttempts {
+		if molt.ErrorCode(mf.err) == molt.EUNAVAILABLE && w.AttemptsLeft() {
 			// No wake-up: the tick re-sends it after a minute, a natural backoff.
-			s.giveBack(wctx, a, reason, false)
-			return nil
+			return s.giveBack(a, reason, false)
 		}
 		s.log.WarnContext(ctx, "model failed; run fails", slog.String("reason", reason), slog.String("error", mf.err.Error()))
 		a.log(s, "failed: "+reason)
 		a.to, a.why = StatusFailed, reason
-		return s.finish(wctx, a)
+		return s.finish(a)
 	default:
 		// The store, the blob store, or something unexpected: give the run back
 		// and let the wake-up be delivered again, or fail it on the last attempt.
 		s.log.ErrorContext(ctx, "run attempt failed", slog.String("error", err.Error()))
-		if it.Used() < maxAttempts {
-			s.giveBack(wctx, a, ReasonStore, false)
-			return fmt.Errorf("run %s: %w", it.ID, err)
+		if w.AttemptsLeft() {
+			return s.giveBack(a, ReasonStore, false).WithErr(fmt.Errorf("run %s: %w", it.ID, err))
 		}
 		a.log(s, "failed: "+ReasonStore)
 		a.to, a.why = StatusFailed, ReasonStore
-		return s.finish(wctx, a)
+		return s.finish(a)
 	}
 }
 
-// writeCtx is the context of a final write: not cancelled with ctx, bounded by
-// the commit margin.
-func (s *Service) writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitMargin)
-}
-
-// heartbeat keeps the claim alive every interval (work.KeepAlive).
-func (s *Service) heartbeat(ctx context.Context, c work.Claim, every time.Duration, lost *atomic.Bool, cancel context.CancelFunc) (stop func()) {
-	return s.proto.KeepAlive(ctx, c, every, lost, cancel, s.log)
-}
-
-// confirm re-confirms the claim (a heartbeat) before artifacts are written:
-// ELOSTCLAIM when it is gone, so a stale worker writes nothing more.
-func (s *Service) confirm(ctx context.Context, c work.Claim) error {
-	return s.proto.Heartbeat(ctx, c)
-}
-
-// put writes the attempt's artifacts after confirming the claim.
+// put writes artifacts of the attempt, under its own attempt's keys, after
+// confirming the claim with a read (Attempt.Confirm: no write). Nothing reads
+// them until the run's final write, conditional on the claim, records the
+// attempt in its Result (Result.Attempt), so even a Put in flight when the
+// claim is lost is never shown as the run's; the confirmation stops a stale
+// worker at its next group of artifacts, before more model calls.
 func (s *Service) put(ctx context.Context, a *attempt, files map[string]any) error {
-	if err := s.confirm(ctx, a.c); err != nil {
+	if err := a.w.Confirm(ctx); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(files))
@@ -532,65 +491,28 @@ func (s *Service) newApply(id string, d Data, approvedBy, reviewerHint string) (
 	return it, nil
 }
 
-// finish commits the attempt's terminal write: a.to with the results and log,
-// and for an auto approval the pending apply in the same transaction; then the
-// wake-ups (the apply's, and the oldest pending run's, since a slot is free).
-func (s *Service) finish(ctx context.Context, a *attempt) error {
+// finish is the attempt's terminal write: a.to with the results and log, and
+// for an auto approval the pending apply in the same transaction, then its
+// wake-up (the executor wakes the next pending runs: a slot is free).
+func (s *Service) finish(a *attempt) work.Outcome {
 	d := a.data
 	res := a.res
 	d.Result = &res
-	var also []work.Op
 	if a.apply != nil {
 		d.addApply(a.apply.ID, ApprovedByAuto)
-		also = append(also, work.CreateItem{Item: *a.apply})
 	}
 	d.log(s.clock.Now(), a.c.Attempts, "ended "+string(a.to))
-	why := a.why
-	_, err := s.proto.Transition(ctx, a.c, work.Transition{To: a.to, Data: d.Encode(), Reason: &why}, also...)
-	switch {
-	case molt.IsLostClaim(err):
-		s.log.WarnContext(ctx, "run lost its claim before its final write; nothing written", slog.Int("attempt", a.c.Attempts))
-		return nil
-	case err != nil:
-		return fmt.Errorf("finish run %s: %w", a.it.ID, err)
-	}
-	s.log.InfoContext(ctx, "run "+string(a.to), slog.String("reason", why), slog.Int("attempt", a.c.Attempts),
-		slog.Duration("elapsed", s.clock.Now().Sub(a.start)))
+	o := work.End(a.to, a.why, d.Encode())
 	if a.apply != nil {
-		s.wake(ctx, work.KindApply, a.apply.ID)
+		o = o.With(work.CreateItem{Item: *a.apply}).Waking(queue.Message{Kind: string(work.KindApply), ID: a.apply.ID})
 	}
-	s.wakeNext(ctx, a.st.Evolution.MaxConcurrentRun)
-	return nil
+	return o
 }
 
 // giveBack returns the claimed run to pending with reason, writing its log and
 // nothing else; wake sends its wake-up at once (otherwise the tick re-sends it).
-func (s *Service) giveBack(ctx context.Context, a *attempt, reason string, wake bool) {
+func (s *Service) giveBack(a *attempt, reason string, wake bool) work.Outcome {
 	d := a.data
 	d.log(s.clock.Now(), a.c.Attempts, "attempt given back: "+reason)
-	_, err := s.proto.Transition(ctx, a.c, work.Transition{To: StatusPending, Data: d.Encode(), Reason: &reason})
-	if err != nil {
-		s.log.WarnContext(ctx, "could not give the run back; the tick will", slog.String("error", err.Error()))
-		return
-	}
-	s.log.InfoContext(ctx, "run given back", slog.String("reason", reason), slog.Int("attempt", a.c.Attempts))
-	if wake {
-		s.wake(ctx, work.KindRun, a.it.ID)
-	}
-}
-
-// wakeNext wakes the oldest pending runs, up to the budget: a run slot was just
-// freed, and a run whose wake-up met a full budget should not wait for the
-// tick. Two runs ending at once may wake the same ones; an extra wake-up is
-// harmless, and every slot freed sends at least one.
-func (s *Service) wakeNext(ctx context.Context, budget int) {
-	pg, err := s.store.ListItems(ctx, work.ListQuery{Kind: work.KindRun, Status: StatusPending, Oldest: true,
-		Page: page.Query{Limit: max(budget, 1)}})
-	if err != nil {
-		s.log.WarnContext(ctx, "could not look for a pending run", slog.String("error", err.Error()))
-		return
-	}
-	for _, it := range pg.Items {
-		s.wake(ctx, work.KindRun, it.ID)
-	}
+	return work.GiveBack(reason, wake, d.Encode())
 }

@@ -8,16 +8,9 @@ import (
 	"github.com/molt-dev/molt/internal/page"
 )
 
-// Backend is what a store adapter implements for the protocol: an atomic commit of
-// conditional operations, a strongly consistent read, and listings.
-type Backend interface {
-	// Commit applies every op or none. When an op's condition fails it returns a
-	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. No
-	// ops, a malformed op (see Validate) or two ops writing one item (an item, a
-	// slot counter, a lock, a message) return EINVALID or ETOOLARGE before
-	// anything is written. Any other error means the outcome is unknown: the ops
-	// may or may not have been applied (the protocol reads back).
-	Commit(ctx context.Context, ops ...Op) error
+// Reader is the read side of a Backend: what services hold. Every write of a
+// work item goes through a Protocol.
+type Reader interface {
 	// GetItem reads one item with strong consistency; ENOTFOUND if absent.
 	GetItem(ctx context.Context, kind Kind, id string) (Item, error)
 	// ListItems lists items of one kind, newest (highest id) first, optionally only
@@ -27,6 +20,20 @@ type Backend interface {
 	ActiveCount(ctx context.Context, kind Kind) (int, error)
 	// LockHolder returns who holds the lock ("kind/id"), or "" when it is free.
 	LockHolder(ctx context.Context, key string) (string, error)
+}
+
+// Backend is what a store adapter implements for the protocol: an atomic commit of
+// conditional operations, a strongly consistent read, and listings. Only the
+// Protocol (and the adapters' own tests) call Commit.
+type Backend interface {
+	Reader
+	// Commit applies every op or none. When an op's condition fails it returns a
+	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. No
+	// ops, a malformed op (see Validate) or two ops writing one item (an item, a
+	// slot counter, a lock, a message) return EINVALID or ETOOLARGE before
+	// anything is written. Any other error means the outcome is unknown: the ops
+	// may or may not have been applied (the protocol reads back).
+	Commit(ctx context.Context, ops ...Op) error
 }
 
 // ListQuery selects items for ListItems.
@@ -40,8 +47,12 @@ type ListQuery struct {
 }
 
 // ConditionFailed reports that the condition of ops[Index] failed; nothing was written.
-// Index is -1 when the backend cannot tell which op failed.
-type ConditionFailed struct{ Index int }
+// Index is -1 when the backend cannot tell which op failed. Adapters set Index;
+// the Protocol adds Op (the op itself) when it reports an extra op's failure.
+type ConditionFailed struct {
+	Index int
+	Op    Op
+}
 
 func (e *ConditionFailed) Error() string {
 	return fmt.Sprintf("condition of op %d failed", e.Index)

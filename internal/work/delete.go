@@ -35,6 +35,12 @@ func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Stat
 	}
 	ops := append([]Op{DeleteItem{Kind: kind, ID: id,
 		If: Cond{Statuses: from, Attempts: Ptr(attempts), Active: Ptr(false)}}}, also...)
+	return p.deleteOps(ctx, kind, id, ops)
+}
+
+// deleteOps commits ops, whose first deletes kind/id, settling an unknown
+// outcome by reading the item back.
+func (p *Protocol) deleteOps(ctx context.Context, kind Kind, id string, ops []Op) error {
 	var last error
 	for try := 0; try < p.tries(); try++ {
 		err := p.Backend.Commit(ctx, ops...)
@@ -53,7 +59,7 @@ func (p *Protocol) Delete(ctx context.Context, kind Kind, id string, from []Stat
 				}
 			}
 			if idx >= 1 {
-				return alsoFailed(idx - 1)
+				return alsoFailed(ops, idx, 1)
 			}
 			if p.presence(ctx, kind, id) == absent {
 				return molt.NotFound("%s %s not found", kind, id)

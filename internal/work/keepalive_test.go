@@ -64,7 +64,7 @@ func TestKeepAlive(t *testing.T) {
 	owner, cancel := context.WithCancel(e.ctx)
 	var lost atomic.Bool
 	logs := &syncBuffer{}
-	stop := p.KeepAlive(owner, c, 2*time.Millisecond, &lost, cancel, slog.New(slog.NewJSONHandler(logs, nil)))
+	stop := p.KeepAlive(owner, c, 2*time.Millisecond, func() { lost.Store(true); cancel() }, slog.New(slog.NewJSONHandler(logs, nil)))
 	defer stop()
 	defer cancel() // first: a beat waiting to report gives up
 	next := func() error {

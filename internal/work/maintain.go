@@ -32,11 +32,41 @@ type Policy struct {
 	// OnExpire, when set, returns extra ops committed with a stale item's terminal
 	// move (e.g. an auto apply's source run back to review, a system line).
 	OnExpire func(ctx context.Context, it Item) ([]Op, error)
+	// Heartbeat is how often a claim's keep-alive beats (default Timeout/4, at
+	// most a minute; always under the timeout, so a live claim never looks
+	// stale).
+	Heartbeat time.Duration
+	// AttemptTimeout bounds one attempt (0: only the handler's deadline).
+	AttemptTimeout time.Duration
+	// CommitMargin is kept free before the attempt's deadline for its final
+	// write, which runs detached from the handler's context and bounded by it
+	// (default 10 s).
+	CommitMargin time.Duration
+	// WakeNext is how many of the kind's oldest pending items the executor
+	// wakes whenever one of its items ends or is given back, so a wake-up
+	// refused for a full budget need not wait for the tick's re-send. 0: only
+	// after this executor refused a claim for a full budget, and then the
+	// budget's worth, at most 4 (a busy kind such as turns pays no listing per
+	// item otherwise; a refusal seen by another instance waits for the tick).
+	WakeNext int
 	// Expiry, when set, chooses a stale item's terminal status and reason instead
 	// of Expired and the generic timeout reason (e.g. an apply whose publish kept
 	// failing ends failed with its last failure reason, not timeout). An empty
 	// status or reason keeps the default.
 	Expiry func(it Item) (Status, string)
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Heartbeat <= 0 {
+		p.Heartbeat = min(p.Timeout/4, time.Minute)
+		if p.Heartbeat <= 0 {
+			p.Heartbeat = time.Minute
+		}
+	}
+	if p.CommitMargin <= 0 {
+		p.CommitMargin = 10 * time.Second
+	}
+	return p
 }
 
 // Maintainer runs the tick's bounded maintenance pass over every kind.

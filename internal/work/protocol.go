@@ -73,7 +73,7 @@ func (p *Protocol) Create(ctx context.Context, it Item, also ...Op) (Item, error
 			if idx == 0 {
 				return Item{}, molt.Conflict(ReasonExists, "%s %s exists", it.Kind, it.ID)
 			}
-			return Item{}, alsoFailed(idx)
+			return Item{}, alsoFailed(ops, idx, 1)
 		}
 		return Item{}, fmt.Errorf("create %s %s: %w", it.Kind, it.ID, err)
 	}
@@ -200,7 +200,7 @@ func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also .
 	ops = append(ops, also...)
 	if err := p.commit(ctx, c.Kind, c.ID, opID, ops); err != nil {
 		if idx, ok := failedIndex(err); ok && idx >= base {
-			return Item{}, alsoFailed(idx - base)
+			return Item{}, alsoFailed(ops, idx, base)
 		}
 		return Item{}, p.ownedErr(c, "transition", err)
 	}
@@ -256,7 +256,7 @@ func (p *Protocol) Expire(ctx context.Context, seen Item, staleBefore time.Time,
 	if err := p.commit(ctx, seen.Kind, seen.ID, opID, ops); err != nil {
 		if idx, ok := failedIndex(err); ok {
 			if idx >= base {
-				return Item{}, alsoFailed(idx - base)
+				return Item{}, alsoFailed(ops, idx, base)
 			}
 			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", seen.Kind, seen.ID)
 		}
@@ -335,7 +335,7 @@ func (p *Protocol) Update(ctx context.Context, kind Kind, id string, ch Change, 
 	if err := p.commit(ctx, kind, id, opID, ops); err != nil {
 		if idx, ok := failedIndex(err); ok {
 			if idx >= 1 {
-				return Item{}, alsoFailed(idx - 1)
+				return Item{}, alsoFailed(ops, idx, 1)
 			}
 			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", kind, id)
 		}
@@ -461,9 +461,39 @@ func lost(c Claim, what string) error {
 		Message: fmt.Sprintf("%s %s %s: claim at attempt %d is no longer held", what, c.Kind, c.ID, c.Attempts)}
 }
 
-func alsoFailed(idx int) error {
+// alsoFailed reports that ops[idx], the extra op idx-base, failed its
+// condition. The op itself travels in the error (FailedOp), never in what an
+// API client sees.
+func alsoFailed(ops []Op, idx, base int) error {
+	var op Op
+	if idx >= 0 && idx < len(ops) {
+		op = ops[idx]
+	}
 	return &molt.Error{Code: molt.ECONFLICT, Reason: ReasonAlsoFailed,
-		Message: fmt.Sprintf("condition of extra op %d failed", idx), Details: idx}
+		Message: fmt.Sprintf("condition of extra op %d (%s) failed", idx-base, opName(op)),
+		Err:     &ConditionFailed{Index: idx - base, Op: op}}
+}
+
+// FailedOp returns the extra op whose condition failed, from an error a
+// Protocol verb returned with ReasonAlsoFailed (nil for any other error), so a
+// caller can tell which of its ops met a change (a session's next seq, a lock)
+// by what it is, not by where it was.
+func FailedOp(err error) Op {
+	if molt.ErrorReason(err) != ReasonAlsoFailed {
+		return nil
+	}
+	var cf *ConditionFailed
+	if errors.As(err, &cf) {
+		return cf.Op
+	}
+	return nil
+}
+
+func opName(op Op) string {
+	if op == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%T", op)
 }
 
 func failedIndex(err error) (int, bool) {

@@ -532,8 +532,8 @@ func (s *countStore) reset() map[string]int {
 	return out
 }
 
-// setBeforeCommit sets the hook run before each Commit (nil: none).
-func (s *countStore) setBeforeCommit(f func(ops []work.Op)) {
+// setBeforeFinish sets the hook run before each Commit (nil: none).
+func (s *countStore) setBeforeFinish(f func(ops []work.Op)) {
 	s.mu.Lock()
 	s.beforeCommit = f
 	s.mu.Unlock()

@@ -2,7 +2,6 @@ package applies
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -46,10 +45,9 @@ func (s *Service) Notify(ctx context.Context) (NoticeResult, error) {
 }
 
 func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult) error {
-	drop := work.DeleteItem{Kind: KindNotice, ID: n.ID, If: work.Cond{Statuses: []work.Status{work.StatusPending}, OpID: n.OpID}}
 	it, err := s.store.GetItem(ctx, work.KindApply, n.ID)
 	if molt.ErrorCode(err) == molt.ENOTFOUND {
-		return s.commitNotice(ctx, res, &res.Dropped, drop)
+		return s.dropNotice(ctx, res, &res.Dropped, n)
 	}
 	if err != nil {
 		return err
@@ -57,13 +55,11 @@ func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult)
 	d, err := ParseData(it.Data)
 	if err != nil || it.Status != StatusApplied || d.NotifiedAt != nil {
 		// Rolled back before its notice, or stamped already: nothing to say.
-		return s.commitNotice(ctx, res, &res.Dropped, drop)
+		return s.dropNotice(ctx, res, &res.Dropped, n)
 	}
 	now := s.now()
 	d.NotifiedAt = &now
-	stamp := work.UpdateItem{Kind: work.KindApply, ID: it.ID,
-		If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: it.OpID},
-		Set: work.Set{Data: d.Encode(), UpdatedAt: now, OpID: s.ids.NewID()}}
+	stamp := s.proto.UpdateSeenOp(it, work.Edit{Data: d.Encode()})
 	// The source session is the run's. A run that is gone (or not a run's)
 	// names no session; a run that could not be read is not gone: the notice
 	// waits for the next pass rather than being stamped without its line.
@@ -84,15 +80,15 @@ func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult)
 			sess, serr = s.store.GetSession(ctx, sessionID)
 		}
 		if molt.ErrorCode(serr) == molt.ENOTFOUND {
-			return s.commitNotice(ctx, res, &res.Stamped, drop, stamp)
+			return s.dropNotice(ctx, res, &res.Stamped, n, stamp)
 		}
 		if serr != nil {
 			return serr
 		}
 		line := session.AppendMessage{Message: session.Message{SessionID: sess.ID, Seq: sess.NextSeq,
 			Role: session.RoleSystem, Text: NoticeText(it.ID, d), CreatedAt: now}}
-		err := s.store.Commit(ctx, drop, stamp, line)
-		if idx, ok := condIndex(err); ok && idx == 2 {
+		err := s.proto.DeleteSeen(ctx, n, stamp, line)
+		if _, ok := work.FailedOp(err).(session.AppendMessage); ok {
 			continue // a message landed meanwhile: read the session again
 		}
 		return s.settleNotice(ctx, err, res, &res.Sent)
@@ -101,9 +97,10 @@ func (s *Service) notifyOne(ctx context.Context, n work.Item, res *NoticeResult)
 	return nil
 }
 
-// commitNotice commits ops and counts the outcome.
-func (s *Service) commitNotice(ctx context.Context, res *NoticeResult, counter *int, ops ...work.Op) error {
-	return s.settleNotice(ctx, s.store.Commit(ctx, ops...), res, counter)
+// dropNotice deletes the notice n as it was read, with also (the apply's
+// stamp), and counts the outcome.
+func (s *Service) dropNotice(ctx context.Context, res *NoticeResult, counter *int, n work.Item, also ...work.Op) error {
+	return s.settleNotice(ctx, s.proto.DeleteSeen(ctx, n, also...), res, counter)
 }
 
 func (s *Service) settleNotice(ctx context.Context, err error, res *NoticeResult, counter *int) error {
@@ -111,7 +108,7 @@ func (s *Service) settleNotice(ctx context.Context, err error, res *NoticeResult
 		*counter++
 		return nil
 	}
-	if _, ok := condIndex(err); ok {
+	if code := molt.ErrorCode(err); code == molt.ECONFLICT || code == molt.ENOTFOUND {
 		res.Raced++ // another pass sent it, or the apply changed: the next pass sees
 		return nil
 	}
@@ -154,13 +151,4 @@ func firstOr(xs []string) string {
 		return "none"
 	}
 	return xs[0]
-}
-
-// condIndex returns the index of the op whose condition failed.
-func condIndex(err error) (int, bool) {
-	var cf *work.ConditionFailed
-	if errors.As(err, &cf) {
-		return cf.Index, true
-	}
-	return 0, false
 }

@@ -173,24 +173,25 @@ func (s *Service) archive(ctx context.Context, k retained, it work.Item, now tim
 	if err != nil {
 		return err
 	}
-	set := work.Set{Data: data, UpdatedAt: it.UpdatedAt, OpID: s.ids.NewID()}
-	if k.ttl {
-		set.ExpiresAt = work.Ptr(now.Add(s.cfg.PurgeAfter + s.cfg.ExpiryGrace))
-	}
 	// The stamp keeps updated_at: it is not a change of the item's state.
-	err = s.store.Commit(ctx, work.UpdateItem{Kind: it.Kind, ID: it.ID,
-		If: work.Cond{Statuses: []work.Status{it.Status}, Active: work.Ptr(false), OpID: it.OpID}, Set: set})
-	if _, ok := condIndex(err); ok {
-		res.Raced++ // it changed (a retry, a rollback): the originals stay
+	edit := work.Edit{Data: data, KeepUpdatedAt: true}
+	if k.ttl {
+		edit.ExpiresAt = work.Ptr(now.Add(s.cfg.PurgeAfter + s.cfg.ExpiryGrace))
+	}
+	_, err = s.proto.UpdateSeen(ctx, it, edit)
+	switch molt.ErrorCode(err) {
+	case molt.ENOTFOUND:
+		res.Raced++
 		if len(keys) > 0 {
 			// Deleted meanwhile (its run was): the zip just written is all
 			// that is left of it, and nothing else would ever remove it.
-			if _, gerr := s.store.GetItem(ctx, it.Kind, it.ID); molt.ErrorCode(gerr) == molt.ENOTFOUND {
-				if derr := s.blobs.Delete(ctx, zkey); derr != nil {
-					return fmt.Errorf("delete %s of a deleted item: %w", zkey, derr)
-				}
+			if derr := s.blobs.Delete(ctx, zkey); derr != nil {
+				return fmt.Errorf("delete %s of a deleted item: %w", zkey, derr)
 			}
 		}
+		return nil
+	case molt.ECONFLICT:
+		res.Raced++ // it changed (a retry, a rollback): the originals stay
 		return nil
 	}
 	if err != nil {
@@ -232,9 +233,8 @@ func (s *Service) purge(ctx context.Context, k retained, it work.Item, res *Rete
 			}
 		}
 	}
-	err = s.store.Commit(ctx, work.DeleteItem{Kind: it.Kind, ID: it.ID,
-		If: work.Cond{Statuses: []work.Status{it.Status}, Active: work.Ptr(false), OpID: it.OpID}})
-	if _, ok := condIndex(err); ok {
+	err = s.proto.DeleteSeen(ctx, it)
+	if code := molt.ErrorCode(err); code == molt.ECONFLICT || code == molt.ENOTFOUND {
 		res.Raced++
 		return nil
 	}

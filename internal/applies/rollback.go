@@ -3,6 +3,7 @@ package applies
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
 )
@@ -101,26 +103,41 @@ func (s *Service) Rollback(ctx context.Context, id string, force bool) (Rollback
 	if err := s.checkInFlight(ctx, d.Workspace, ""); err != nil {
 		return RollbackResult{}, err
 	}
-	rc, err := s.claimRollback(ctx, it, d.Workspace, force)
+	rc, claimed, err := s.claimRollback(ctx, it, d.Workspace, force)
 	if err != nil {
 		return RollbackResult{}, err
 	}
-	ctx = context.WithoutCancel(ctx) // from here, finish or end the rollback item
-	res, err := s.rollback(ctx, rc, id, force)
-	if isCrash(err) {
-		return RollbackResult{}, err
-	}
+	// From here the executor finishes or ends the rollback item, whatever
+	// becomes of the request.
+	var res RollbackResult
+	err = s.rollbacks.Run(context.WithoutCancel(ctx), rc, claimed, func(ctx context.Context, a *work.Attempt) work.Outcome {
+		var o work.Outcome
+		res, o = s.rollback(ctx, a, id, force)
+		return o
+	})
 	if err != nil {
-		reason := molt.ErrorReason(err)
-		if reason == "" {
-			reason = molt.ErrorCode(err)
-		}
-		s.endRollback(ctx, rc, rollbackData{Apply: id, Force: force, Refused: reason}, reason)
-		s.wakeNext(ctx, d.Workspace)
 		return RollbackResult{}, err
 	}
-	s.wakeNext(ctx, d.Workspace)
 	return res, nil
+}
+
+// rollbackExecutor returns the rollback kind's executor: rollbacks are
+// claimed as they are created (claimRollback) and run in the request
+// (Executor.Run), with the same keep-alive, deadline and final write as every
+// other kind; when one ends, the applies its lock held back are woken.
+func (s *Service) rollbackExecutor() *work.Executor[struct{}] {
+	return &work.Executor[struct{}]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: KindRollback,
+		Policy: func(context.Context) (work.Policy, struct{}, error) {
+			p := s.RollbackPolicy(settings.Settings{})
+			p.Heartbeat, p.AttemptTimeout = s.cfg.RollbackTimeout/4, s.cfg.RollbackTimeout
+			return p, struct{}{}, nil
+		},
+		Prepare: func(context.Context, work.Item, work.Policy, struct{}) (work.AttemptFunc, error) {
+			return nil, nil // rollbacks are never claimed from a wake-up
+		},
+		Next: func(ctx context.Context, ended work.Item, _ work.Policy) ([]string, error) {
+			return s.nextApplies(ctx, ended.Workspace)
+		}}
 }
 
 // checkInFlight refuses while an apply of ws is pending, running or syncing, or
@@ -154,71 +171,44 @@ func (s *Service) checkInFlight(ctx context.Context, ws, holder string) error {
 	return nil
 }
 
-// claimRollback creates the rollback's item already claimed: in one write the
-// item (running, attempt 1, a token, a fresh heartbeat), a slot of its kind, the
+// claimRollback creates the rollback's item already claimed
+// (Protocol.CreateClaimed): in one write the item, a slot of its kind, the
 // workspace's apply lock, and a touch of the apply (seen, as read: still
 // applied and unchanged; its op id renewed, nothing else) so that a writer
 // conditional on the apply as it read it before (deleting its run) fails. A
 // held lock is apply_in_flight; an apply that moved is read again (no longer
 // applied: not_applied).
-func (s *Service) claimRollback(ctx context.Context, seen work.Item, ws string, force bool) (work.Claim, error) {
+func (s *Service) claimRollback(ctx context.Context, seen work.Item, ws string, force bool) (work.Claim, work.Item, error) {
 	for try := 0; ; try++ {
-		now := s.now()
 		data, _ := json.Marshal(rollbackData{Apply: seen.ID, Force: force})
-		it := work.Item{Kind: KindRollback, ID: s.ids.NewID(), Workspace: ws, LockKey: LockKey(ws),
-			Status: work.StatusRunning, Active: true, Attempts: 1, Token: s.ids.NewID(), HeartbeatAt: now,
-			Data: data, CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID()}
-		c := work.Claim{Kind: KindRollback, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey}
+		it := work.Item{Kind: KindRollback, Workspace: ws, LockKey: LockKey(ws), Data: data}
 		// The touch keeps the apply's updated_at: it is not a change of its state.
-		touch := work.UpdateItem{Kind: work.KindApply, ID: seen.ID,
-			If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: seen.OpID},
-			Set: work.Set{UpdatedAt: seen.UpdatedAt, OpID: s.ids.NewID()}}
-		err := s.store.Commit(ctx, work.CreateItem{Item: it}, work.AdjustSlots{Kind: KindRollback, Delta: 1},
-			work.AcquireLock{Key: it.LockKey, Holder: work.Holder(KindRollback, it.ID)}, touch)
+		touch := s.proto.UpdateSeenOp(seen, work.Edit{KeepUpdatedAt: true})
+		c, claimed, err := s.proto.CreateClaimed(ctx, it, 0, touch)
 		if err == nil {
-			return c, nil
+			return c, claimed, nil
 		}
-		if idx, ok := condIndex(err); ok {
-			switch {
-			case idx == 2:
-				return work.Claim{}, refuse(CodeApplyInFlight, nil, "an apply or rollback of workspace %s holds its lock", ws)
-			case idx == 3 && try < 3:
-				// The apply moved since it was read (a notice stamp, retention,
-				// another rollback): read it again.
-				cur, _, gerr := s.Get(ctx, seen.ID)
-				if gerr != nil {
-					return work.Claim{}, gerr
-				}
-				if cur.Status != StatusApplied {
-					return work.Claim{}, refuse(CodeNotApplied, nil, "apply %s is %s, not applied", seen.ID, cur.Status)
-				}
-				seen = cur
-				continue
+		_, applyMoved := work.FailedOp(err).(work.UpdateItem)
+		switch {
+		case molt.ErrorReason(err) == work.ReasonLocked:
+			return work.Claim{}, work.Item{}, refuse(CodeApplyInFlight, nil, "an apply or rollback of workspace %s holds its lock", ws)
+		case applyMoved && try < 3:
+			// The apply moved since it was read (a notice stamp, retention,
+			// another rollback): read it again.
+			cur, _, gerr := s.Get(ctx, seen.ID)
+			if gerr != nil {
+				return work.Claim{}, work.Item{}, gerr
 			}
-			return work.Claim{}, molt.Conflict("changed", "rollback %s could not be created", it.ID)
+			if cur.Status != StatusApplied {
+				return work.Claim{}, work.Item{}, refuse(CodeNotApplied, nil, "apply %s is %s, not applied", seen.ID, cur.Status)
+			}
+			seen = cur
+			continue
+		case molt.ErrorCode(err) == molt.ECONFLICT:
+			return work.Claim{}, work.Item{}, molt.Conflict("changed", "the rollback of apply %s could not be created", seen.ID)
 		}
-		// Unknown outcome: the item tells.
-		got, gerr := s.store.GetItem(context.WithoutCancel(ctx), KindRollback, it.ID)
-		if gerr == nil && got.OpID == it.OpID {
-			return c, nil
-		}
-		return work.Claim{}, molt.Unavailable(err, "rollback of apply %s: store unavailable", seen.ID)
+		return work.Claim{}, work.Item{}, fmt.Errorf("rollback of apply %s: %w", seen.ID, err)
 	}
-}
-
-// endRollback ends the rollback item (releasing the lock) with data.
-func (s *Service) endRollback(ctx context.Context, rc work.Claim, d rollbackData, reason string, also ...work.Op) error {
-	b, _ := json.Marshal(d)
-	to := rollbackDone
-	if d.Result == nil {
-		to = rollbackFailed
-	}
-	_, err := s.proto.Transition(ctx, rc, work.Transition{To: to, Data: b, Reason: &reason}, also...)
-	if err != nil && molt.ErrorReason(err) != work.ReasonAlsoFailed {
-		s.log.WarnContext(ctx, "could not end the rollback item; the tick will", slog.String("rollback_id", rc.ID),
-			slog.String("error", err.Error()))
-	}
-	return err
 }
 
 // plan is a manifest file's state and the backup it would restore.
@@ -230,7 +220,53 @@ type plan struct {
 	cur    []byte
 }
 
-func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force bool) (RollbackResult, error) {
+// rollback runs a claimed rollback and says how its item ends: done with the
+// apply and its runs rolled back in the same write, or failed with the
+// refusal (returned to the caller too).
+func (s *Service) rollback(ctx context.Context, a *work.Attempt, id string, force bool) (RollbackResult, work.Outcome) {
+	res, err := s.restore(ctx, a, id, force)
+	if isCrash(err) {
+		return RollbackResult{}, work.Leave(err)
+	}
+	if err != nil {
+		reason := molt.ErrorReason(err)
+		if reason == "" {
+			reason = molt.ErrorCode(err)
+		}
+		b, _ := json.Marshal(rollbackData{Apply: id, Force: force, Refused: reason})
+		return RollbackResult{}, work.End(rollbackFailed, reason, b).WithErr(err)
+	}
+	// One write: the apply and its applied runs rolled_back, the rollback
+	// item done (the lock released); read again when one moved meanwhile (the
+	// notice stamp, a run).
+	build := func(ctx context.Context, _ work.Op) (work.Transition, []work.Op, error) {
+		cur, err := s.store.GetItem(ctx, work.KindApply, id)
+		if err != nil {
+			return work.Transition{}, nil, err
+		}
+		cd, err := ParseData(cur.Data)
+		if err != nil {
+			return work.Transition{}, nil, err
+		}
+		cd.Rollback = &res
+		ops := []work.Op{s.proto.UpdateSeenOp(cur, work.Edit{To: StatusRolledBack, Data: cd.Encode(), Reason: work.Ptr("rolled back")})}
+		runOps, err := s.runOps(ctx, cd.Runs, runApplied, runRolledBack, nil)
+		if err != nil {
+			return work.Transition{}, nil, err
+		}
+		b, _ := json.Marshal(rollbackData{Apply: id, Force: force, Result: &res})
+		return work.Transition{To: rollbackDone, Data: b, Reason: work.Ptr("rolled back apply " + id)}, append(ops, runOps...), nil
+	}
+	return res, work.EndWith(build, 5).Then(func(ctx context.Context, _ work.Item) {
+		s.log.InfoContext(ctx, "apply rolled back", slog.String("apply_id", id), slog.Int("restored", len(res.Restored)),
+			slog.Int("removed", len(res.Removed)), slog.Int("kept_dirs", len(res.KeptDirs)))
+	})
+}
+
+// restore restores the files of a claimed rollback and writes ROLLBACK.json;
+// the item's final write is rollback's.
+func (s *Service) restore(ctx context.Context, a *work.Attempt, id string, force bool) (RollbackResult, error) {
+	rc := a.Claim
 	if err := s.crash("rollback:claimed", id); err != nil {
 		return RollbackResult{}, err
 	}
@@ -312,12 +348,13 @@ func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force 
 	// 4. Writes: first what is about to be overwritten or removed.
 	res := RollbackResult{OK: true, Restored: []string{}, Removed: []string{}, RemovedDirs: []string{},
 		KeptDirs: []string{}, ApplyID: id, RollbackID: rc.ID, Force: force}
-	hb := newBeater(s, rc)
+	// Nothing is written before the claim is confirmed; from here the
+	// executor's keep-alive stops the writes (their context) if it is lost.
+	if err := a.Confirm(ctx); err != nil {
+		return RollbackResult{}, err
+	}
 	for _, p := range plans {
 		if p.state != StateReverted && p.exists {
-			if err := hb.beat(ctx); err != nil {
-				return RollbackResult{}, err
-			}
 			if err := s.blobs.Put(ctx, rollbackPreKey(id, p.f.Rel), p.cur); err != nil {
 				return RollbackResult{}, fmt.Errorf("save %s before the rollback: %w", p.f.Rel, err)
 			}
@@ -329,8 +366,8 @@ func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force 
 		}
 		rf := RollbackFile{Rel: p.f.Rel, Kind: p.f.Kind, State: p.state, Action: ActionSkipped}
 		if p.state != StateReverted {
-			if err := hb.beat(ctx); err != nil {
-				return RollbackResult{}, err
+			if err := context.Cause(ctx); errors.Is(err, work.ErrClaimLost) {
+				return RollbackResult{}, lostClaim(rc)
 			}
 			switch p.f.Kind {
 			case KindOverwrite:
@@ -369,40 +406,10 @@ func (s *Service) rollback(ctx context.Context, rc work.Claim, id string, force 
 	}
 	res.At = s.now()
 
-	// 5. ROLLBACK.json, then one write: the apply and its applied runs
-	// rolled_back, the rollback item done (the lock released).
+	// 5. ROLLBACK.json; the write that ends the rollback follows (rollback).
 	if err := s.putJSON(ctx, rollbackKey(id), res); err != nil {
 		return RollbackResult{}, err
 	}
-	for try := 0; ; try++ {
-		cur, err := s.store.GetItem(ctx, work.KindApply, id)
-		if err != nil {
-			return RollbackResult{}, err
-		}
-		cd, err := ParseData(cur.Data)
-		if err != nil {
-			return RollbackResult{}, err
-		}
-		cd.Rollback = &res
-		ops := []work.Op{work.UpdateItem{Kind: work.KindApply, ID: id,
-			If:  work.Cond{Statuses: []work.Status{StatusApplied}, Active: work.Ptr(false), OpID: cur.OpID},
-			Set: work.Set{Status: StatusRolledBack, Data: cd.Encode(), Reason: work.Ptr("rolled back"), UpdatedAt: s.now(), OpID: s.ids.NewID()}}}
-		runOps, err := s.runOps(ctx, cd.Runs, runApplied, runRolledBack, nil)
-		if err != nil {
-			return RollbackResult{}, err
-		}
-		ops = append(ops, runOps...)
-		err = s.endRollback(ctx, rc, rollbackData{Apply: id, Force: force, Result: &res}, "rolled back apply "+id, ops...)
-		if molt.ErrorReason(err) == work.ReasonAlsoFailed && try < 5 {
-			continue // the notice stamp or a run moved meanwhile: read again
-		}
-		if err != nil {
-			return RollbackResult{}, fmt.Errorf("finish rollback of %s: %w", id, err)
-		}
-		break
-	}
-	s.log.InfoContext(ctx, "apply rolled back", slog.String("apply_id", id), slog.Int("restored", len(res.Restored)),
-		slog.Int("removed", len(res.Removed)), slog.Int("kept_dirs", len(res.KeptDirs)))
 	return res, nil
 }
 
@@ -452,25 +459,4 @@ func conflictList(cs []Conflict) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-// beater heartbeats a rollback's claim before a write when the last beat is a
-// quarter of the timeout old, so a rollback that outlived its claim stops.
-type beater struct {
-	s    *Service
-	c    work.Claim
-	last time.Time
-}
-
-func newBeater(s *Service, c work.Claim) *beater { return &beater{s: s, c: c, last: s.now()} }
-
-func (b *beater) beat(ctx context.Context) error {
-	if b.s.now().Sub(b.last) < b.s.cfg.RollbackTimeout/4 {
-		return nil
-	}
-	if err := b.s.proto.Heartbeat(ctx, b.c); err != nil {
-		return err
-	}
-	b.last = b.s.now()
-	return nil
 }

@@ -411,7 +411,7 @@ func TestDeleteRacesRollback(t *testing.T) {
 		var rerr error
 		done := make(chan struct{})
 		var once sync.Once
-		f.store.setBeforeCommit(func(ops []work.Op) {
+		f.store.setBeforeFinish(func(ops []work.Op) {
 			if d, ok := ops[0].(work.DeleteItem); !ok || d.Kind != work.KindRun || d.ID != f.run {
 				return
 			}
@@ -425,7 +425,7 @@ func TestDeleteRacesRollback(t *testing.T) {
 			})
 		})
 		derr := f.app.Runs.Delete(f.ctx, f.run)
-		f.store.setBeforeCommit(nil)
+		f.store.setBeforeFinish(nil)
 		close(release)
 		<-done
 		if molt.ErrorReason(derr) != runs.CodeApplyInFlight {

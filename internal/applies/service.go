@@ -14,9 +14,10 @@ import (
 	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
-	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // KindRollback is the kind of a rollback's own work item: created already
@@ -38,10 +39,19 @@ const (
 // claimed: one at a time per workspace.
 func LockKey(ws string) string { return "apply/" + ws }
 
+// Store is what applies need of the state port (store.Store has it all): work
+// items are read here and written only through the Protocol.
+type Store interface {
+	work.Reader
+	workspace.Store
+	settings.Store
+	session.Store
+}
+
 // Deps are the service's dependencies. Store, Blobs, Queue, Protocol and Model
 // are required.
 type Deps struct {
-	Store    store.Store
+	Store    Store
 	Blobs    blob.Store
 	Queue    queue.Sender
 	Protocol *work.Protocol
@@ -98,17 +108,18 @@ func (c Config) withDefaults() Config {
 
 // Service runs applies: the worker (Handle), rollback, notices and retention.
 type Service struct {
-	store  store.Store
-	blobs  blob.Store
-	queue  queue.Sender
-	proto  *work.Protocol
-	model  model.Model
-	clock  molt.Clock
-	ids    molt.IDs
-	log    *slog.Logger
-	cfg    Config
-	retain retentionGate
-	exec   *work.Executor[settings.Settings] // the apply kind's lifecycle (Handle)
+	store     Store
+	blobs     blob.Store
+	queue     queue.Sender
+	proto     *work.Protocol
+	model     model.Model
+	clock     molt.Clock
+	ids       molt.IDs
+	log       *slog.Logger
+	cfg       Config
+	retain    retentionGate
+	exec      *work.Executor[settings.Settings] // the apply kind's lifecycle (Handle)
+	rollbacks *work.Executor[struct{}]          // the rollback kind's (Rollback)
 }
 
 // New returns a Service. It panics when a required dependency is missing.
@@ -127,7 +138,7 @@ func New(d Deps, cfg Config) *Service {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.exec = s.executor()
+	s.exec, s.rollbacks = s.executor(), s.rollbackExecutor()
 	return s
 }
 

@@ -117,7 +117,7 @@ func TestTurnsOnAWSAdapters(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	kill := false
-	h := newAWSHarness(t, chat.Config{BeforeCommit: func(tc chat.TurnContext) error {
+	h := newAWSHarness(t, chat.Config{BeforeFinish: func(tc chat.TurnContext) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if kill {

@@ -21,7 +21,7 @@ import (
 
 // Store is what the runtime needs of the state port (store.Store has it all).
 type Store interface {
-	work.Backend
+	work.Reader
 	session.Store
 	// ListFiles returns every file of a surface with content, sorted by path.
 	ListFiles(ctx context.Context, ws string) ([]workspace.File, error)

@@ -101,14 +101,14 @@ type Config struct {
 	// CommitMargin is kept free before the handler's deadline (a Lambda's) for the
 	// final write: model calls are cut that long before it (default 10 s).
 	CommitMargin time.Duration
-	// BeforeCommit, when set, is called after the model has answered and before
+	// BeforeFinish, when set, is called after the model has answered and before
 	// the reply is committed; a non-nil error abandons the turn without writing,
 	// exactly as if the worker had been killed there. It exists for fault
 	// injection in tests.
-	BeforeCommit func(ctx TurnContext) error
+	BeforeFinish func(ctx TurnContext) error
 }
 
-// TurnContext is what BeforeCommit sees.
+// TurnContext is what BeforeFinish sees.
 type TurnContext struct {
 	Turn  work.Item
 	Claim work.Claim

@@ -183,7 +183,7 @@ func TestWorkerKilledAfterModelAnswered(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	kills := 1
-	h := newHarness(t, options{cfg: chat.Config{BeforeCommit: func(tc chat.TurnContext) error {
+	h := newHarness(t, options{cfg: chat.Config{BeforeFinish: func(tc chat.TurnContext) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if kills > 0 {
@@ -229,7 +229,7 @@ func TestWorkerKilledAfterModelAnswered(t *testing.T) {
 // with exactly one system line in the same write.
 func TestTickTimeoutNotice(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, options{cfg: chat.Config{MaxAttempts: 2, BeforeCommit: func(chat.TurnContext) error {
+	h := newHarness(t, options{cfg: chat.Config{MaxAttempts: 2, BeforeFinish: func(chat.TurnContext) error {
 		return errors.New("killed")
 	}}})
 	s := h.session()
@@ -264,7 +264,7 @@ func TestStaleWorkerWritesNothing(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	h := newHarness(t, options{cfg: chat.Config{BeforeCommit: func(tc chat.TurnContext) error {
+	h := newHarness(t, options{cfg: chat.Config{BeforeFinish: func(tc chat.TurnContext) error {
 		if tc.Claim.Attempts == 1 {
 			once.Do(func() { close(entered) })
 			<-release // the first worker stalls here, its answer ready

@@ -192,8 +192,8 @@ func (s *Service) attempt(ctx context.Context, a *work.Attempt, d TurnData, sess
 	it := a.Item
 	out, err := s.answer(ctx, d, sess, msgs)
 	if err == nil {
-		if s.cfg.BeforeCommit != nil {
-			if herr := s.cfg.BeforeCommit(TurnContext{Turn: it, Claim: a.Claim, Reply: replyText(out)}); herr != nil {
+		if s.cfg.BeforeFinish != nil {
+			if herr := s.cfg.BeforeFinish(TurnContext{Turn: it, Claim: a.Claim, Reply: replyText(out)}); herr != nil {
 				return work.Leave(fmt.Errorf("turn %s abandoned before commit: %w", it.ID, herr))
 			}
 		}

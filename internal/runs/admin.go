@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -352,7 +351,7 @@ func (s *Service) Retry(ctx context.Context, id, hint string) (View, error) {
 	// status: retention may archive a finished run (its snapshot zipped away,
 	// archived_at and a TTL set) between the read and this write, and the
 	// retry must not bring it back to pending then.
-	got, err := s.updateSeen(ctx, it, work.Change{To: StatusPending, AttemptsBase: work.Ptr(it.Attempts),
+	got, err := s.proto.UpdateSeen(ctx, it, work.Edit{To: StatusPending, AttemptsBase: work.Ptr(it.Attempts),
 		Data: d.Encode(), Reason: &reason})
 	if molt.ErrorReason(err) == work.ReasonChanged {
 		if cur, cd, gerr := s.get(ctx, id); gerr == nil {
@@ -366,69 +365,6 @@ func (s *Service) Retry(ctx context.Context, id, hint string) (View, error) {
 	}
 	s.wake(ctx, work.KindRun, id)
 	return view(got, d), nil
-}
-
-// updateSeen applies ch (To, AttemptsBase, Data, Reason; From and Attempts are
-// taken from it) to the run it as the caller read it, in one write conditional
-// on the run being unchanged since: same status and attempts, not claimed, and
-// the same op id (Protocol.Update checks status and attempts only, so a write
-// of another between the read and this one, such as retention's archived_at
-// stamp, would not refuse it). An outcome lost in transit is settled by
-// reading the run back. Errors: ENOTFOUND; ECONFLICT/work.ReasonChanged when
-// the run changed (nothing written); EUNAVAILABLE when the outcome stays
-// unknown.
-func (s *Service) updateSeen(ctx context.Context, it work.Item, ch work.Change) (work.Item, error) {
-	now := s.clock.Now().UTC()
-	opID := s.ids.NewID()
-	op := work.UpdateItem{Kind: it.Kind, ID: it.ID,
-		If: work.Cond{Statuses: []work.Status{it.Status}, Attempts: work.Ptr(it.Attempts), Active: work.Ptr(false),
-			OpID: it.OpID},
-		Set: work.Set{Status: ch.To, AttemptsBase: ch.AttemptsBase, Data: ch.Data, Reason: ch.Reason,
-			UpdatedAt: now, OpID: opID}}
-	got := it
-	got.Status, got.UpdatedAt, got.OpID = ch.To, now, opID
-	if ch.AttemptsBase != nil {
-		got.AttemptsBase = *ch.AttemptsBase
-	}
-	if ch.Data != nil {
-		got.Data = ch.Data
-	}
-	if ch.Reason != nil {
-		got.Reason = *ch.Reason
-	}
-	changed := molt.Conflict(work.ReasonChanged, "%s %s changed since it was read", it.Kind, it.ID)
-	var last error
-	uncertain := false
-	for try := 0; try < 3; try++ {
-		err := s.store.Commit(ctx, op)
-		if err == nil {
-			return got, nil
-		}
-		var cf *work.ConditionFailed
-		if !errors.As(err, &cf) {
-			last, uncertain = err, true
-		}
-		// Read back: the write landed (its op id), or the run moved on, or
-		// neither (the write was lost: send it again).
-		cur, gerr := s.store.GetItem(context.WithoutCancel(ctx), it.Kind, it.ID)
-		switch {
-		case gerr == nil && cur.OpID == opID:
-			return got, nil
-		case molt.ErrorCode(gerr) == molt.ENOTFOUND:
-			return work.Item{}, molt.NotFound("%s %s not found", it.Kind, it.ID)
-		case gerr != nil:
-			if !uncertain {
-				return work.Item{}, changed
-			}
-			return work.Item{}, molt.Unavailable(last, "%s %s: outcome unknown, the store could not be read back", it.Kind, it.ID)
-		case cur.OpID != it.OpID || cf != nil:
-			return work.Item{}, changed
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return work.Item{}, molt.Unavailable(last, "%s %s: store unavailable", it.Kind, it.ID)
 }
 
 // retryable refuses a retry the run table does not allow.

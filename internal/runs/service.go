@@ -19,7 +19,7 @@ import (
 
 // Store is what runs need of the state port (store.Store has it all).
 type Store interface {
-	work.Backend
+	work.Reader
 	session.Store
 	settings.Store
 	// ListFiles returns every file of a surface with content, sorted by path.

@@ -76,7 +76,7 @@ type Deps struct {
 	IDs   molt.IDs         // nil: sortable ids on Clock
 	// Model answers chat turns and evolution agents; nil: the offline development
 	// model with its evolution answers (offlineevo). Both backends
-	// build it from MOLT_MODEL (internal/model/modelenv).
+	// build it from MOLT_MODEL (internal/app/modelenv).
 	Model model.Model
 }
 

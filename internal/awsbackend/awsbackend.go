@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/app/modelenv"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dynamo"
-	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/s3blob"
 	"github.com/molt-dev/molt/internal/sqsqueue"

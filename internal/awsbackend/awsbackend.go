@@ -1,6 +1,7 @@
 // Package awsbackend builds the adapters molt runs on in AWS: DynamoDB, S3 and SQS
-// (on AWS_ENDPOINT_URL when set: LocalStack or the Go emulator), and creates them
-// for development (Bootstrap).
+// (on AWS_ENDPOINT_URL when set: LocalStack or the Go emulator), creates them
+// for development (Bootstrap), and gives each Lambda function its handler
+// (MustAPI, MustTicker, MustWorker: the whole of functions/<name>/main.go).
 package awsbackend
 
 import (

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
@@ -48,8 +46,8 @@ type App struct {
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
-	// AWS backend: the SQS client, for receivers in `molt serve` on aws.
-	SQS *sqs.Client
+	// receivers opens the other backends' queues (see Deps.Receivers).
+	receivers func(kind string) (queue.Receiver, error)
 
 	workers []Worker
 	closers []func() error
@@ -70,13 +68,17 @@ type Deps struct {
 	Blobs blob.Store
 	Queue queue.Sender
 	Local *memqueue.Queues // local backend: the queues workers receive from
-	SQS   *sqs.Client      // aws backend: for receivers in `molt serve`
-	Close func() error     // releases what the backend opened; may be nil
-	Clock molt.Clock       // nil: the system clock
-	IDs   molt.IDs         // nil: sortable ids on Clock
+	// Receivers opens the receiving end of a kind's queue when Local is nil (the
+	// aws backend: its SQS queue), for the workers of `molt serve`; nil when
+	// nothing receives in process (a Lambda function gets its messages as
+	// events).
+	Receivers func(kind string) (queue.Receiver, error)
+	Close     func() error // releases what the backend opened; may be nil
+	Clock     molt.Clock   // nil: the system clock
+	IDs       molt.IDs     // nil: sortable ids on Clock
 	// Model answers chat turns and evolution agents; nil: the offline development
 	// model with its evolution answers (offlineevo). Both backends
-	// build it from MOLT_MODEL (internal/model/modelenv).
+	// build it from MOLT_MODEL (internal/app/modelenv).
 	Model model.Model
 }
 
@@ -94,7 +96,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 		ids = d.IDs
 	}
 	a := &App{Config: cfg, Clock: clock, IDs: ids, Logger: logger,
-		Store: d.Store, Blobs: d.Blobs, Queue: d.Queue, Local: d.Local, SQS: d.SQS}
+		Store: d.Store, Blobs: d.Blobs, Queue: d.Queue, Local: d.Local, receivers: d.Receivers}
 	if d.Close != nil {
 		a.closers = append(a.closers, d.Close)
 	}

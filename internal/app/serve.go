@@ -13,7 +13,6 @@ import (
 
 	"github.com/molt-dev/molt/internal/consumer"
 	"github.com/molt-dev/molt/internal/queue"
-	"github.com/molt-dev/molt/internal/sqsqueue"
 )
 
 // ServeOptions configure `molt serve`.
@@ -97,16 +96,16 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 }
 
 // Receiver returns the receiving end of kind's queue: the in-process queue on the
-// local backend, the configured SQS queue on aws. Serve's workers consume from it.
+// local backend, else what Deps.Receivers opens (the configured SQS queue on
+// aws). Serve's workers consume from it.
 func (a *App) Receiver(kind string) (queue.Receiver, error) {
 	if a.Local != nil {
 		return a.Local.Receiver(kind), nil
 	}
-	url, ok := a.Config.Queues[kind]
-	if !ok {
-		return nil, fmt.Errorf("no queue configured for %s (set %s%s)", kind, EnvQueuePrefix, upper(kind))
+	if a.receivers == nil {
+		return nil, fmt.Errorf("no queue receivers for %s on backend %s", kind, a.Config.Backend)
 	}
-	return sqsqueue.NewReceiver(a.SQS, url), nil
+	return a.receivers(kind)
 }
 
 // tickLoop runs the maintenance pass now and then every interval. Passes never

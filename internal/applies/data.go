@@ -9,8 +9,8 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// Statuses of an apply (work.KindApply), DESIGN.md §4. Each says who moves an
-// apply into it and out of it.
+// Statuses of an apply (work.KindApply; docs/architecture.md, "State
+// machines"). Each says who moves an apply into it and out of it.
 const (
 	// StatusPending: created by a run's approval (reviewer or auto, in the same
 	// write as the run's approved status), or returned by the tick when a claim

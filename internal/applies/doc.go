@@ -1,4 +1,5 @@
-// Package applies runs evolution applies (DESIGN.md §4): the worker that merges
+// Package applies runs evolution applies (their states: docs/architecture.md,
+// "State machines"): the worker that merges
 // approved runs' patches, re-tests them, snapshots what it will overwrite and
 // publishes; rollback; the one notice an auto apply sends to its session; and
 // the retention of runs' and applies' artifacts.

@@ -31,7 +31,7 @@ func (e *env) effective(ws string) map[string][2]string {
 
 // TestFolderOverride: a patch that writes one file of a global agent folder
 // (or of a built-in one) must not hide the folder's other files. A workspace
-// folder agents/<id>/ replaces the lower folder as a whole (DESIGN.md §1), so
+// folder agents/<id>/ replaces the lower folder as a whole, so
 // the apply publishes, with the patched file, a byte-equal copy of every other
 // file the workspace saw in that folder, recorded in the manifest as new and
 // unchanged: the notice and the published list leave them out, and a rollback

@@ -236,7 +236,8 @@ type dryRunArtifact struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// Floors of the regression check (DESIGN.md §4).
+// Floors of the regression check: a merged sandbox scoring below either fails
+// the apply.
 const (
 	RegressLintFloor     = 50
 	RegressBehaviorFloor = 50

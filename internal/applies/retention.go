@@ -74,7 +74,7 @@ func (s *Service) Retain(ctx context.Context) (RetentionResult, error) {
 	return s.RetainNow(ctx)
 }
 
-// RetainNow runs one retention pass (DESIGN.md §4). A run, apply or rollback
+// RetainNow runs one retention pass. A run, apply or rollback
 // item terminal for Config.ArchiveAfter (by its last update) has its artifacts
 // zipped into archive/<kind>-<id>.zip, then archived_at set in its data (with
 // an expiry for DynamoDB's TTL on kinds that never become active again), then

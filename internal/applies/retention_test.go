@@ -256,7 +256,7 @@ func TestRetentionOverlap(t *testing.T) {
 }
 
 // TestRetentionOfFailedApply: a reviewer apply that failed leaves its run
-// approved (DESIGN.md §3: a retry is allowed). Retention archives and, 30 days
+// approved (a retry is allowed). Retention archives and, 30 days
 // later, purges the failed apply, but the run is active and stays: it must
 // still be retryable then (its apply is gone: nothing is in flight), or it
 // could never be retried, deleted (approved) nor archived.

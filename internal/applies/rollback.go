@@ -27,7 +27,7 @@ const (
 	CodeBackupMismatch = "backup_mismatch" // a backup does not hash to its before (Details: {"files": [...]})
 )
 
-// Per-file states of a rollback (DESIGN.md §4).
+// Per-file states of a rollback.
 const (
 	StateClean      = "clean"      // hash = after: rolled back
 	StateReverted   = "reverted"   // hash = before, or a new file already gone: skipped
@@ -85,7 +85,7 @@ func refuse(code string, details any, format string, args ...any) error {
 	return &molt.Error{Code: molt.ECONFLICT, Reason: code, Message: fmt.Sprintf(format, args...), Details: details}
 }
 
-// Rollback rolls back an applied apply (DESIGN.md §4). It holds the workspace's
+// Rollback rolls back an applied apply (its states: docs/architecture.md, "State machines"). It holds the workspace's
 // apply lock throughout (a rollback item created already claimed, see the
 // package documentation), so no apply of the workspace can run meanwhile. It
 // returns ENOTFOUND, or ECONFLICT with one of the Code* reasons and nothing

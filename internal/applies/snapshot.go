@@ -22,7 +22,8 @@ const (
 	KindNew       = "new"       // no workspace file existed at that path
 )
 
-// Manifest is MANIFEST.json, the rollback snapshot's index (DESIGN.md §4).
+// Manifest is MANIFEST.json, the rollback snapshot's index (its place among an
+// apply's blobs: docs/architecture.md, "Store layouts").
 type Manifest struct {
 	ApplyID      string         `json:"applyId"`
 	Workspace    string         `json:"workspace"`

@@ -1,22 +1,26 @@
 // Package awsbackend builds the adapters molt runs on in AWS: DynamoDB, S3 and SQS
-// (on AWS_ENDPOINT_URL when set: LocalStack or the Go emulator), and creates them
-// for development (Bootstrap).
+// (on AWS_ENDPOINT_URL when set: LocalStack or the Go emulator), creates them
+// for development (Bootstrap), and gives each Lambda function its handler
+// (MustAPI, MustTicker, MustWorker: the whole of functions/<name>/main.go).
 package awsbackend
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/app/modelenv"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dynamo"
-	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/s3blob"
 	"github.com/molt-dev/molt/internal/sqsqueue"
 )
@@ -47,11 +51,24 @@ func Open(ctx context.Context, cfg app.Config, clock molt.Clock, ids molt.IDs) (
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
 	return app.Deps{
-		Store: dynamo.New(dynamodb.NewFromConfig(awsCfg, DynamoOptions()), cfg.Table, dynamo.Options{Clock: clock, IDs: ids}),
-		Blobs: s3blob.New(s3.NewFromConfig(awsCfg, s3blob.ClientOptions()), cfg.Bucket),
-		Queue: sqsqueue.New(sqsClient, cfg.Queues),
-		SQS:   sqsClient,
+		Store:     dynamo.New(dynamodb.NewFromConfig(awsCfg, DynamoOptions()), cfg.Table, dynamo.Options{Clock: clock, IDs: ids}),
+		Blobs:     s3blob.New(s3.NewFromConfig(awsCfg, s3blob.ClientOptions()), cfg.Bucket),
+		Queue:     sqsqueue.New(sqsClient, cfg.Queues),
+		Receivers: Receivers(sqsClient, cfg.Queues),
 	}, nil
+}
+
+// Receivers opens the SQS queue of a kind, from urls (app.Config.Queues: kind →
+// queue URL), for the workers of `molt serve` on aws. A kind without a URL is an
+// error naming the variable that configures it.
+func Receivers(api sqsqueue.API, urls map[string]string) func(kind string) (queue.Receiver, error) {
+	return func(kind string) (queue.Receiver, error) {
+		url, ok := urls[kind]
+		if !ok {
+			return nil, fmt.Errorf("no queue configured for %s (set %s%s)", kind, app.EnvQueuePrefix, strings.ToUpper(kind))
+		}
+		return sqsqueue.NewReceiver(api, url), nil
+	}
 }
 
 // DynamoOptions adjusts the DynamoDB client for the endpoint in use: local

@@ -66,7 +66,7 @@ func newAWSHarness(t *testing.T, cfg chat.Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := app.New(acfg, app.Deps{Store: cs, Blobs: blobs, Queue: sqsqueue.New(sq, acfg.Queues), SQS: sq, Clock: clock, IDs: ids, Model: cm},
+	a := app.New(acfg, app.Deps{Store: cs, Blobs: blobs, Queue: sqsqueue.New(sq, acfg.Queues), Clock: clock, IDs: ids, Model: cm},
 		slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	h := &harness{t: t, app: a, store: cs, clock: clock, model: cm, ctx: ctx}
 	if _, _, err := cs.PutWorkspace(ctx, workspace.Workspace{Name: "acme"}); err != nil {

@@ -55,7 +55,8 @@
 // Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;
 // ReleaseLock is a Delete with holder = :h. One op is sent as a single
 // PutItem/UpdateItem/DeleteItem, several as one TransactWriteItems (at most 100,
-// each item at most once). ConditionalCheckFailedException becomes
+// each item at most once: work.CheckCommit refuses any other commit first, on
+// every adapter). ConditionalCheckFailedException becomes
 // work.ConditionFailed{Index: 0}; TransactionCanceledException becomes the index of
 // the first ConditionalCheckFailed reason. A transaction cancelled only by
 // conflicts or throttling was not applied and is retried here with backoff; any

@@ -51,8 +51,9 @@ const (
 
 const (
 	msgPrefix = "MSG#"
-	// maxSeq is the largest seq the 10-digit message sort key holds.
-	maxSeq = 9_999_999_999
+	// maxSeq is the largest seq the 10-digit message sort key holds; every
+	// adapter refuses a larger one (session.Message.ValidateStored).
+	maxSeq = session.MaxSeq
 )
 
 func sessionPK(id string) string { return "SESSION#" + id }
@@ -63,18 +64,6 @@ func sessionKey(id string) map[string]types.AttributeValue { return key(sessionP
 
 // msgSK is a message's sort key: zero-padded, so key order is seq order.
 func msgSK(seq int) string { return fmt.Sprintf("%s%010d", msgPrefix, seq) }
-
-// validateMessage is Message.ValidateStored plus the seq bound of the 10-digit
-// message sort key.
-func validateMessage(m session.Message) error {
-	if err := m.ValidateStored(); err != nil {
-		return err
-	}
-	if m.Seq > maxSeq {
-		return molt.Invalid("seq", "seq over %d", maxSeq)
-	}
-	return nil
-}
 
 func encodeSession(ss session.Session) map[string]types.AttributeValue {
 	m := sessionKey(ss.ID)

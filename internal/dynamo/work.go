@@ -38,9 +38,6 @@ const (
 	attrHolder       = "holder"
 )
 
-// maxTransact is DynamoDB's limit of items in one TransactWriteItems.
-const maxTransact = 100
-
 // conflictTries bounds retries of a transaction cancelled by a conflicting one.
 const conflictTries = 6
 
@@ -141,15 +138,12 @@ func getSeconds(m map[string]types.AttributeValue, k string) time.Time {
 // a single op that writes one item, one TransactWriteItems otherwise (an
 // AppendMessage writes two items: the session and the message). A failed
 // condition returns a *work.ConditionFailed naming the op. Invalid ops return
-// EINVALID/ETOOLARGE before any request. Any other error leaves the outcome
-// unknown, including a condition failure on a request the SDK had to retry (its
-// first attempt may have landed).
+// EINVALID/ETOOLARGE before any request (work.CheckCommit). Any other error
+// leaves the outcome unknown, including a condition failure on a request the SDK
+// had to retry (its first attempt may have landed).
 func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
-	if len(ops) == 0 {
-		return molt.Invalid("ops", "commit needs at least one op")
-	}
-	if len(ops) > maxTransact {
-		return molt.Invalid("ops", "at most %d ops in one commit", maxTransact)
+	if err := work.CheckCommit(ops); err != nil {
+		return err
 	}
 	tx, err := s.transaction(ops)
 	if err != nil {
@@ -178,19 +172,14 @@ type txn struct {
 	sessions map[int]*sessionOps // by the index of a session's META update
 }
 
-// transaction validates ops and turns them into transaction items. The session
-// ops of one session share one META update (see sessionUpdate).
+// transaction turns ops, which work.CheckCommit accepted, into transaction
+// items: one per record CheckCommit counted, as the session ops of one session
+// share one META update (see sessionUpdate).
 func (s *Store) transaction(ops []work.Op) (txn, error) {
 	tx := txn{sessions: map[int]*sessionOps{}}
-	seen := map[string]int{}
-	add := func(op int, k string, ti types.TransactWriteItem) error {
-		if j, dup := seen[k]; dup {
-			return molt.Invalid("ops", "ops %d and %d write the same item %s", j, op, k)
-		}
-		seen[k] = op
+	add := func(op int, ti types.TransactWriteItem) {
 		tx.items = append(tx.items, ti)
 		tx.owner = append(tx.owner, op)
-		return nil
 	}
 	bySession := map[string]*sessionOps{}
 	group := func(op int, id string) *sessionOps {
@@ -200,8 +189,7 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 			bySession[id] = g
 			tx.sessions[g.item] = g
 			// A placeholder, filled in once every op of the session is known.
-			tx.items = append(tx.items, types.TransactWriteItem{})
-			tx.owner = append(tx.owner, op)
+			add(op, types.TransactWriteItem{})
 		}
 		return g
 	}
@@ -209,31 +197,21 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 		switch op := op.(type) {
 		case session.AppendMessage:
 			m := op.Message
-			if err := validateMessage(m); err != nil {
-				return txn{}, err
-			}
 			if m.CreatedAt.IsZero() {
 				m.CreatedAt = s.now()
 			}
 			g := group(i, m.SessionID)
 			g.steps = append(g.steps, sessionStep{op: i, msg: m})
-			if err := add(i, sessionPK(m.SessionID)+"#"+msgSK(m.Seq), s.messagePut(m)); err != nil {
-				return txn{}, err
-			}
+			add(i, s.messagePut(m))
 		case session.SetSummary:
-			if err := op.Validate(); err != nil {
-				return txn{}, err
-			}
 			g := group(i, op.SessionID)
 			g.steps = append(g.steps, sessionStep{op: i, summary: &op})
 		default:
-			ti, k, err := s.writeItem(op)
+			ti, err := s.writeItem(op)
 			if err != nil {
 				return txn{}, err
 			}
-			if err := add(i, k, ti); err != nil {
-				return txn{}, err
-			}
+			add(i, ti)
 		}
 	}
 	for _, g := range bySession {
@@ -242,9 +220,6 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 			return txn{}, err
 		}
 		tx.items[g.item] = types.TransactWriteItem{Update: up}
-	}
-	if len(tx.items) > maxTransact {
-		return txn{}, molt.Invalid("ops", "commit writes %d items, over the limit of %d", len(tx.items), maxTransact)
 	}
 	return tx, nil
 }
@@ -306,33 +281,29 @@ func (s *Store) send(ctx context.Context, items []types.TransactWriteItem, opt f
 	return err
 }
 
-// writeItem validates op and returns it as a transaction item, with a string
-// naming the item it writes.
-func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
-	if err := work.Validate(op); err != nil {
-		return types.TransactWriteItem{}, "", err
-	}
+// writeItem returns op, one of package work's ops, as a transaction item.
+func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, error) {
 	tbl := aws.String(s.table)
 	switch op := op.(type) {
 	case work.CreateItem:
 		var e exprs
 		return types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: encodeItem(op.Item),
 			ConditionExpression:      aws.String("attribute_not_exists(" + e.name(attrPK) + ")"),
-			ExpressionAttributeNames: e.names}}, workPK(op.Item.Kind, op.Item.ID), nil
+			ExpressionAttributeNames: e.names}}, nil
 
 	case work.UpdateItem:
 		up, err := s.updateItem(op)
 		if err != nil {
-			return types.TransactWriteItem{}, "", err
+			return types.TransactWriteItem{}, err
 		}
-		return types.TransactWriteItem{Update: up}, workPK(op.Kind, op.ID), nil
+		return types.TransactWriteItem{Update: up}, nil
 
 	case work.DeleteItem:
 		e := &exprs{}
 		cond := itemCond(e, op.If)
 		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: workKey(op.Kind, op.ID),
 			ConditionExpression: aws.String(strings.Join(cond, " AND ")), ExpressionAttributeNames: e.names,
-			ExpressionAttributeValues: e.values}}, workPK(op.Kind, op.ID), nil
+			ExpressionAttributeValues: e.values}}, nil
 
 	case work.AdjustSlots:
 		var e exprs
@@ -349,7 +320,7 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 			up.ConditionExpression = aws.String(n + " >= " + e.value(num(int64(-op.Delta))))
 		}
 		up.ExpressionAttributeNames, up.ExpressionAttributeValues = e.names, e.values
-		return types.TransactWriteItem{Update: up}, "SLOTS#" + string(op.Kind), nil
+		return types.TransactWriteItem{Update: up}, nil
 
 	case work.AcquireLock:
 		var e exprs
@@ -358,15 +329,15 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, string, error) {
 		return types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: item,
 			ConditionExpression: aws.String("attribute_not_exists(" + e.name(attrPK) + ") OR " +
 				e.name(attrHolder) + " = " + e.value(str(op.Holder))),
-			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, "LOCK#" + op.Key, nil
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, nil
 
 	case work.ReleaseLock:
 		var e exprs
 		return types.TransactWriteItem{Delete: &types.Delete{TableName: tbl, Key: lockKey(op.Key),
 			ConditionExpression:      aws.String(e.name(attrHolder) + " = " + e.value(str(op.Holder))),
-			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, "LOCK#" + op.Key, nil
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}}, nil
 	}
-	return types.TransactWriteItem{}, "", molt.Invalid("ops", "unknown op %T", op)
+	return types.TransactWriteItem{}, molt.Invalid("ops", "unknown op %T", op)
 }
 
 // updateItem builds the conditional update of op: the item must exist and every
@@ -477,13 +448,8 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 // last id returned; the next page starts strictly after it, so it stays valid
 // when that item changes status or is deleted.
 func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
-	if err := work.ValidateKey(q.Kind, "x"); err != nil {
+	if err := q.Validate(); err != nil {
 		return page.Page[work.Item]{}, err
-	}
-	if q.Status != "" {
-		if err := work.ValidateStatus(q.Status); err != nil {
-			return page.Page[work.Item]{}, err
-		}
 	}
 	limit, after, err := q.Page.Normalize()
 	if err != nil {
@@ -531,7 +497,7 @@ func afterQuery(idx, hk, hv, rk, after string, oldest bool) *dynamodb.QueryInput
 
 // ActiveCount returns kind's slot counter (0 when it was never written).
 func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
-	if err := work.ValidateKey(kind, "slots"); err != nil {
+	if err := work.ValidateKind(kind); err != nil {
 		return 0, err
 	}
 	m, _, err := s.get(ctx, slotsKey(kind))

@@ -18,7 +18,7 @@ import (
 // nothing changed.
 type Category string
 
-// Categories of a change (DESIGN.md §3).
+// Categories of a change, from the least to the most strict.
 const (
 	CategoryNone       Category = ""
 	CategoryPrompt     Category = "prompt"     // auto-applies from L2
@@ -106,7 +106,7 @@ func strictest(fs []finding) finding {
 }
 
 // Classify diffs a sandbox against the live surface and puts each changed file in
-// a category (DESIGN.md §3); the strictest category of all files is returned with
+// a category; the strictest category of all files is returned with
 // the verdicts, which are sorted by path. It is a pure function.
 //
 // live is the effective surface the run saw; global the global surface's files;

@@ -1,4 +1,4 @@
-// Package evolution holds the pure core of evolution runs (DESIGN.md §3): the
+// Package evolution holds the pure core of evolution runs: the
 // formats the built-in internal agents answer in and their parsers, the
 // human-readable patch.md, the change classifier, the auto-apply gates, the
 // built-in agents themselves and the prompt builders that hand session content

@@ -3,8 +3,8 @@ package evolution
 import "github.com/molt-dev/molt/internal/workspace"
 
 // FolderCopies returns the files that must be written to the workspace along
-// with the paths in written so that writing them hides nothing (DESIGN.md §1:
-// a workspace folder agents/<id>/, skills/<id>/ or prompts/<kind>/ replaces the
+// with the paths in written so that writing them hides nothing (a workspace
+// folder agents/<id>/, skills/<id>/ or prompts/<kind>/ replaces the
 // lower folder of that name as a whole). For each such folder a written path
 // falls in that holds no workspace file yet, every other file of the folder on
 // live (the effective surface: global, else built-in, files there) is returned

@@ -12,7 +12,7 @@ import (
 
 // TestFolderCopies: writing a file into an agent, skill or prompts folder the
 // workspace does not override yet creates a workspace folder that replaces the
-// lower one as a whole (DESIGN.md §1), so every other file the workspace sees
+// lower one as a whole, so every other file the workspace sees
 // in that folder must be copied with it; a folder the workspace already
 // overrides, a top-level file and a folder that exists nowhere need no copy.
 func TestFolderCopies(t *testing.T) {

@@ -63,7 +63,7 @@ type Verdict struct {
 	Observation string        `json:"observation,omitempty"`
 }
 
-// Decide runs the three auto-apply gates of DESIGN.md §3 and returns the verdict.
+// Decide runs the three auto-apply gates and returns the verdict.
 // Every gate is evaluated and recorded; the first that fails gives the Reason.
 //
 //  1. source: sourceAccess SourceFull passes; SourceExternal fails with

@@ -6,7 +6,7 @@ import (
 	"github.com/molt-dev/molt/internal/auth"
 )
 
-// applyRoutes registers the evolution apply administration (DESIGN.md §4, §7).
+// applyRoutes registers the evolution apply administration.
 // Both routes need a full token. A refused rollback is 409 with a stable code:
 // not_applied, apply_in_flight, no_snapshot, conflict (details.conflicts lists
 // {rel, reason}) or backup_mismatch (details.files).
@@ -24,7 +24,7 @@ func (s *server) getApply(w http.ResponseWriter, r *http.Request, _ auth.Caller)
 	return nil
 }
 
-// rollbackReply is the rollback's answer: exactly what DESIGN.md §4 names.
+// rollbackReply is the rollback's answer: these fields and nothing else.
 type rollbackReply struct {
 	OK          bool     `json:"ok"`
 	Restored    []string `json:"restored"`

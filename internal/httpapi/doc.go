@@ -1,4 +1,4 @@
-// Package httpapi is molt's UI API (DESIGN.md §6, §7) as one plain net/http
+// Package httpapi is molt's UI API as one plain net/http
 // handler. The same handler is served by `molt serve` and, through Lambda
 // (aws-lambda-go-api-proxy for API Gateway HTTP API payload 2.0, plus named
 // stages and malformed events), by the api Lambda.

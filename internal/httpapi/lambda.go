@@ -28,7 +28,8 @@ import (
 //     error, which API Gateway shows as a bare 500, after printing the event's
 //     path to stdout outside the JSON log.
 //
-// The proxy splits the values of most headers on commas (AWS-NOTES.md);
+// The proxy splits the values of most headers on commas (docs/architecture.md,
+// "AWS facts molt relies on");
 // handlers that read such a header look at every value (etagMatches), and
 // Authorization is passed whole.
 func Lambda(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// runRoutes registers the evolution run administration (DESIGN.md §7). Every
+// runRoutes registers the evolution run administration. Every
 // route needs a full token: workspace and readonly tokens get 403. A refusal of
 // the run table is 409 with a stable code (run_not_reviewable, run_active,
 // run_not_retryable, hint_required, apply_in_flight).

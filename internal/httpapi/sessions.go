@@ -15,7 +15,7 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// sessionRoutes registers the chat routes (DESIGN.md §7). Every rule of access
+// sessionRoutes registers the chat routes. Every rule of access
 // lives in chat.Service: a workspace token only in its workspace (404 elsewhere,
 // revealing nothing), readonly tokens read but never post or open sessions (403),
 // and a session opened with full access is written to only by full tokens (403

@@ -10,10 +10,10 @@ import (
 	"os"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/app/modelenv"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dirblob"
 	"github.com/molt-dev/molt/internal/memqueue"
-	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/sqlite"
 )

@@ -8,6 +8,7 @@
 //   - openai: any OpenAI-compatible chat completions endpoint, over net/http.
 //   - bedrock: Amazon Bedrock's Converse API through aws-sdk-go-v2.
 //
-// modelenv picks one from the environment (MOLT_MODEL). This package imports no
-// provider SDK.
+// The composition root picks one from the environment (MOLT_MODEL: package
+// internal/app/modelenv). This package imports no provider SDK, and nothing of
+// the features that use it (evolution, chat).
 package model

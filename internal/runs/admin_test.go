@@ -31,8 +31,9 @@ func (e *env) set(kind work.Kind, id string, from, to work.Status) {
 	}
 }
 
-// TestRunTable walks every reviewer transition of DESIGN.md §3 and every
-// refusal, with its stable code.
+// TestRunTable walks every reviewer transition of the run's state machine
+// (docs/architecture.md, "State machines") and every refusal, with its stable
+// code.
 func TestRunTable(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open opener) {

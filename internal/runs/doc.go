@@ -1,4 +1,4 @@
-// Package runs is the evolution run pipeline of DESIGN.md §3: enqueue (/evo and
+// Package runs is the evolution run pipeline: enqueue (/evo and
 // the pre-compact trigger), the run worker (draft, dry-run, score, the auto-apply
 // gates), and the reviewer's operations (list, detail, approve, reject, retry,
 // delete). The pure parts — formats, parsers, the classifier, the gates, the

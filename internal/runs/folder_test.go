@@ -12,7 +12,7 @@ import (
 
 // TestDryRunKeepsFolder: a patch that writes one file of a global agent folder
 // is dry-run on the surface its apply publishes: the workspace folder it creates
-// replaces the global one as a whole (DESIGN.md §1), so the folder's other
+// replaces the global one as a whole, so the folder's other
 // files are copied with the patched one and the agent keeps its agent.yaml
 // (here its system_prompt) in the dry-run.
 func TestDryRunKeepsFolder(t *testing.T) {

@@ -2,8 +2,8 @@ package runs
 
 import "github.com/molt-dev/molt/internal/work"
 
-// Statuses of an evolution run (work.KindRun), DESIGN.md §3. Each says who moves
-// a run into it and who moves it out.
+// Statuses of an evolution run (work.KindRun; docs/architecture.md, "State
+// machines"). Each says who moves a run into it and who moves it out.
 const (
 	// StatusPending: created by enqueue (/evo, pre-compact), or returned by the
 	// tick (stale claim with attempts left), by the worker (an attempt it gave

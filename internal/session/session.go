@@ -10,11 +10,13 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/work"
 )
 
 // Roles of a message.
@@ -131,6 +133,28 @@ func (AppendMessage) WorkOp() {}
 
 // WorkOp marks SetSummary as an op of work.Backend.Commit.
 func (SetSummary) WorkOp() {}
+
+// Both are checked by work.CheckCommit like the work ops.
+var (
+	_ work.CheckedOp = AppendMessage{}
+	_ work.CheckedOp = SetSummary{}
+)
+
+// Validate checks the message to append (see Message.ValidateStored).
+func (op AppendMessage) Validate() error { return op.Message.ValidateStored() }
+
+// Writes names the message, which no other op of the commit may write, and the
+// session, which every append and summary of the commit advances together.
+func (op AppendMessage) Writes() []work.Record {
+	return []work.Record{sessionRecord(op.Message.SessionID),
+		{Key: fmt.Sprintf("message %s/%d", op.Message.SessionID, op.Message.Seq)}}
+}
+
+// Writes names the session, which every append and summary of the commit
+// advances together.
+func (op SetSummary) Writes() []work.Record { return []work.Record{sessionRecord(op.SessionID)} }
+
+func sessionRecord(id string) work.Record { return work.Record{Key: "session " + id, Shared: true} }
 
 // Store keeps sessions and messages. Messages are written only through the
 // AppendMessage op in a work.Backend Commit.

@@ -34,11 +34,19 @@ func ValidateTitle(title, source string) error {
 	return molt.Invalid("title_source", "title source must be manual or auto")
 }
 
+// MaxSeq is the largest message seq every adapter stores (DynamoDB's message
+// sort key has 10 digits).
+const MaxSeq = 9_999_999_999
+
 // ValidateStored is Validate plus what every adapter needs to store a message
-// faithfully: a well-formed session id, UTF-8 text, JSON tool data.
+// faithfully: a well-formed session id, a seq of at most MaxSeq, UTF-8 text,
+// JSON tool data.
 func (m Message) ValidateStored() error {
 	if err := m.Validate(); err != nil {
 		return err
+	}
+	if m.Seq > MaxSeq {
+		return molt.Invalid("seq", "seq over %d", MaxSeq)
 	}
 	if err := ValidateID("session_id", m.SessionID); err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Package settings holds molt's global settings (DESIGN.md §5): defaults,
+// Package settings holds molt's global settings: defaults,
 // validation that names the offending key, and partial updates.
 package settings
 

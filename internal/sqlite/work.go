@@ -14,16 +14,16 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// MaxOps bounds the ops of one Commit, as DynamoDB bounds a transaction, so both
-// adapters refuse the same commits.
-const MaxOps = 100
+// MaxOps bounds the ops of one Commit (work.MaxOps, DynamoDB's limit).
+const MaxOps = work.MaxOps
 
 // Commit applies ops atomically, in order, in one transaction (see work.Backend).
-// It returns EINVALID or ETOOLARGE for malformed ops before writing anything, a
-// *work.ConditionFailed naming the first op whose condition failed (nothing is
-// written), and any other error when the outcome is unknown.
+// It returns EINVALID or ETOOLARGE for malformed ops before writing anything
+// (work.CheckCommit), a *work.ConditionFailed naming the first op whose
+// condition failed (nothing is written), and any other error when the outcome
+// is unknown.
 func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
-	if err := validateOps(ops); err != nil {
+	if err := work.CheckCommit(ops); err != nil {
 		return err
 	}
 	err := s.w.write(ctx, func(q querier) error {
@@ -43,68 +43,6 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 		return fmt.Errorf("commit %d ops: %w", len(ops), err)
 	}
 	return err
-}
-
-func validateOps(ops []work.Op) error {
-	if len(ops) == 0 {
-		return molt.Invalid("ops", "commit needs at least one op")
-	}
-	if len(ops) > MaxOps {
-		return molt.Invalid("ops", "commit of %d ops is over the limit of %d", len(ops), MaxOps)
-	}
-	// Each item at most once, as in a DynamoDB transaction: there every condition
-	// is checked before any write, here ops apply in order, so a commit writing
-	// one item twice would mean different things on the two adapters.
-	seen := map[string]int{}
-	for i, op := range ops {
-		var err error
-		var k string
-		switch op := op.(type) {
-		case session.AppendMessage:
-			err = op.Message.ValidateStored()
-			k = fmt.Sprintf("message %s/%d", op.Message.SessionID, op.Message.Seq)
-		case session.SetSummary:
-			err = op.Validate()
-		default:
-			err = work.Validate(op)
-			k = itemKey(op)
-		}
-		if err != nil {
-			return err
-		}
-		if k == "" {
-			continue
-		}
-		if j, dup := seen[k]; dup {
-			return molt.Invalid("ops", "ops %d and %d write the same item (%s)", j, i, k)
-		}
-		seen[k] = i
-	}
-	return nil
-}
-
-// itemKey names the row a work op writes.
-func itemKey(op work.Op) string {
-	switch op := op.(type) {
-	case work.CreateItem:
-		return "item " + string(op.Item.Kind) + "/" + op.Item.ID
-	case work.UpdateItem:
-		return "item " + string(op.Kind) + "/" + op.ID
-	case work.DeleteItem:
-		return "item " + string(op.Kind) + "/" + op.ID
-	case work.AdjustSlots:
-		return "slots " + string(op.Kind)
-	case work.AcquireLock:
-		return "lock " + op.Key
-	case work.ReleaseLock:
-		return "lock " + op.Key
-	}
-	return ""
-}
-
-func validateKind(k work.Kind) error {
-	// ValidateKey checks the kind before the id; the id here is a placeholder.
-	return work.ValidateKey(k, "slots")
 }
 
 // applyOp runs one op; ok is false when its condition failed.
@@ -305,9 +243,9 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 // ListItems lists items of one kind by id, newest first (or oldest first with
 // q.Oldest), optionally of one status. The cursor is the last id of the previous
 // page, so items inserted meanwhile (with greater ids) never shift a listing.
-// EINVALID for a bad kind, cursor or limit.
+// EINVALID for a bad kind, status, cursor or limit.
 func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
-	if err := validateKind(q.Kind); err != nil {
+	if err := q.Validate(); err != nil {
 		return page.Page[work.Item]{}, err
 	}
 	limit, after, err := q.Page.Normalize()
@@ -355,7 +293,7 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 
 // ActiveCount returns the kind's slot counter (0 before its first AdjustSlots).
 func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
-	if err := validateKind(kind); err != nil {
+	if err := work.ValidateKind(kind); err != nil {
 		return 0, err
 	}
 	var n int

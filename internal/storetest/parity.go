@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 
 // testMalformedOps: every adapter refuses the same malformed commits with
 // EINVALID before writing anything, so code that works on one store works on
-// the other: malformed statuses, lock keys, holders, tokens and op ids, no ops
-// at all, and two ops writing one item (DynamoDB cannot write an item twice in
-// one transaction, and evaluates every condition before any write, where SQLite
-// would apply them one after the other).
+// the other (work.CheckCommit): malformed statuses, kinds, lock keys, holders,
+// tokens, op ids, messages and summaries, no ops at all, too many ops or
+// records, and two ops writing one record (DynamoDB cannot write an item twice
+// in one transaction, and evaluates every condition before any write, where
+// SQLite would apply them one after the other). Listings and counts refuse
+// malformed kinds and statuses alike.
 func testMalformedOps(t *testing.T, open Opener) {
 	e := setup(t, open)
 	it := e.create(kindT, "")
@@ -53,6 +56,31 @@ func testMalformedOps(t *testing.T, open Opener) {
 			session.AppendMessage{Message: session.Message{SessionID: "s-none", Seq: 1, Role: session.RoleUser, Text: "a", CreatedAt: now}},
 			session.AppendMessage{Message: session.Message{SessionID: "s-none", Seq: 1, Role: session.RoleUser, Text: "b", CreatedAt: now}}}},
 	}
+	msg := func(sess string, seq int) work.Op {
+		return session.AppendMessage{Message: session.Message{SessionID: sess, Seq: seq, Role: session.RoleUser, Text: "m", CreatedAt: now}}
+	}
+	tooMany := make([]work.Op, work.MaxOps+1)
+	for i := range tooMany {
+		tooMany[i] = work.AdjustSlots{Kind: work.Kind(fmt.Sprintf("tally%d", i)), Delta: 1}
+	}
+	// MaxOps appends to one session write MaxOps messages and the session.
+	tooManyRecords := make([]work.Op, work.MaxOps)
+	for i := range tooManyRecords {
+		tooManyRecords[i] = msg("s-none", i+1)
+	}
+	cases = append(cases, []struct {
+		name string
+		ops  []work.Op
+	}{
+		{"over MaxOps ops", tooMany},
+		{"over MaxOps records written", tooManyRecords},
+		{"slots of a malformed kind", []work.Op{work.AdjustSlots{Kind: "Not A Kind", Delta: 1}}},
+		{"message of a malformed session id", []work.Op{msg("no session", 1)}},
+		{"message seq over session.MaxSeq", []work.Op{msg("s-none", session.MaxSeq+1)}},
+		{"message seq 0", []work.Op{msg("s-none", 0)}},
+		{"summary with a negative seq", []work.Op{session.SetSummary{SessionID: "s-none", Summary: "x", UpToSeq: -1}}},
+		{"one message appended twice among others", []work.Op{msg("s-none", 1), msg("s-none", 2), msg("s-none", 1)}},
+	}...)
 	for _, c := range cases {
 		err := e.s.Commit(e.ctx, c.ops...)
 		if molt.ErrorCode(err) != molt.EINVALID {
@@ -75,6 +103,14 @@ func testMalformedOps(t *testing.T, open Opener) {
 	}
 	if _, err := e.s.LockHolder(e.ctx, "not a lock"); molt.ErrorCode(err) != molt.EINVALID {
 		t.Errorf("lock holder of a malformed key: %v, want EINVALID", err)
+	}
+	if _, err := e.s.ActiveCount(e.ctx, "Not A Kind"); molt.ErrorCode(err) != molt.EINVALID {
+		t.Errorf("active count of a malformed kind: %v, want EINVALID", err)
+	}
+	for _, q := range []work.ListQuery{{Kind: "Not A Kind"}, {Kind: kindT, Status: "Bad Status"}} {
+		if _, err := e.s.ListItems(e.ctx, q); molt.ErrorCode(err) != molt.EINVALID {
+			t.Errorf("list %+v: %v, want EINVALID", q, err)
+		}
 	}
 }
 

@@ -28,11 +28,12 @@ type Reader interface {
 type Backend interface {
 	Reader
 	// Commit applies every op or none. When an op's condition fails it returns a
-	// *ConditionFailed (possibly wrapped) naming that op and writes nothing. No
-	// ops, a malformed op (see Validate) or two ops writing one item (an item, a
-	// slot counter, a lock, a message) return EINVALID or ETOOLARGE before
-	// anything is written. Any other error means the outcome is unknown: the ops
-	// may or may not have been applied (the protocol reads back).
+	// *ConditionFailed (possibly wrapped) naming that op and writes nothing.
+	// Before writing anything it returns the error of CheckCommit: EINVALID or
+	// ETOOLARGE for no ops or too many, a malformed op, or two ops writing one
+	// record (an item, a slot counter, a lock, a message). Any other error means
+	// the outcome is unknown: the ops may or may not have been applied (the
+	// protocol reads back).
 	Commit(ctx context.Context, ops ...Op) error
 }
 
@@ -44,6 +45,18 @@ type ListQuery struct {
 	// work reaches the items that have waited longest.
 	Oldest bool
 	Page   page.Query
+}
+
+// Validate returns EINVALID unless the kind, and the status when set, are well
+// formed (the page is checked by page.Query.Normalize).
+func (q ListQuery) Validate() error {
+	if err := ValidateKind(q.Kind); err != nil {
+		return err
+	}
+	if q.Status != "" {
+		return ValidateStatus(q.Status)
+	}
+	return nil
 }
 
 // ConditionFailed reports that the condition of ops[Index] failed; nothing was written.

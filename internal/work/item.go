@@ -92,8 +92,8 @@ var (
 
 // ValidateKey returns EINVALID unless kind and id are well formed.
 func ValidateKey(kind Kind, id string) error {
-	if !kindRe.MatchString(string(kind)) {
-		return molt.Invalid("kind", "kind %q is not valid", kind)
+	if err := ValidateKind(kind); err != nil {
+		return err
 	}
 	if id == "" {
 		return molt.Invalid("id", "id is empty")

@@ -24,6 +24,15 @@ func ValidateStatus(st Status) error {
 	return nil
 }
 
+// ValidateKind returns EINVALID unless kind is a kind: lowercase letters, digits
+// and underscores, starting with a letter, at most 32 characters.
+func ValidateKind(kind Kind) error {
+	if !kindRe.MatchString(string(kind)) {
+		return molt.Invalid("kind", "kind %q is not valid", kind)
+	}
+	return nil
+}
+
 // ValidateLockKey returns EINVALID unless key is a lock key ("kind/name").
 func ValidateLockKey(key string) error {
 	if !lockRe.MatchString(key) {
@@ -32,9 +41,9 @@ func ValidateLockKey(key string) error {
 	return nil
 }
 
-// Validate returns EINVALID (or ETOOLARGE) unless op is well formed. Adapters call
-// it for every op of a Commit before writing anything, so they refuse the same
-// commits; ops of other packages (session.AppendMessage, …) are theirs to check.
+// Validate returns EINVALID (or ETOOLARGE) unless op, one of this package's ops,
+// is well formed; any other op is EINVALID (ops of other packages check
+// themselves: see CheckedOp). CheckCommit calls it for every op of a Commit.
 func Validate(op Op) error {
 	switch op := op.(type) {
 	case CreateItem:
@@ -53,8 +62,7 @@ func Validate(op Op) error {
 		}
 		return op.If.validate()
 	case AdjustSlots:
-		// ValidateKey checks the kind before the id; the id is a placeholder.
-		return ValidateKey(op.Kind, "slots")
+		return ValidateKind(op.Kind)
 	case AcquireLock:
 		return validateLock(op.Key, op.Holder)
 	case ReleaseLock:

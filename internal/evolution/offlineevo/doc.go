@@ -1,7 +1,7 @@
 // Package offlineevo makes molt's offline model answer the built-in evolution
 // agents deterministically, so a whole evolution run — draft, dry-run, score,
 // gates, and the apply's merge — works with no network and always gives the same
-// result. modelenv passes Handlers to offline.New whenever MOLT_MODEL is unset or
+// result. internal/app/modelenv passes Handlers to offline.New whenever MOLT_MODEL is unset or
 // "offline"; New does the same for tests and tools.
 //
 // # Which agent is asking

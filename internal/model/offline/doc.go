@@ -9,7 +9,7 @@
 //  1. Handlers passed to New, in order. A handler that returns ok=false passes
 //     the request on. Package evolution/offlineevo provides the handlers that
 //     answer the built-in evolution agents (draft, score, merge), recognised by
-//     the marker line that starts their system prompt; modelenv installs them.
+//     the marker line that starts their system prompt; internal/app/modelenv installs them.
 //     Their rules are documented there (and in its README.md).
 //
 //  2. Summarisation. When the system prompt starts with model.SummarizeMarker

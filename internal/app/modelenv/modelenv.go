@@ -1,6 +1,8 @@
 // Package modelenv chooses molt's model provider from the environment. It is the
-// one place that knows every provider, so internal/model itself stays free of the
-// AWS SDK.
+// one place that knows every provider and the offline model's evolution answers,
+// so internal/model stays free of the AWS SDK and of evolution. Only the
+// composition root (internal/localbackend, internal/awsbackend) imports it;
+// internal/app itself does not, so it links no provider SDK.
 package modelenv
 
 import (

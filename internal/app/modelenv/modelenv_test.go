@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/molt-dev/molt/internal/app/modelenv"
 	"github.com/molt-dev/molt/internal/model"
-	"github.com/molt-dev/molt/internal/model/modelenv"
 	"github.com/molt-dev/molt/internal/molt"
 )
 

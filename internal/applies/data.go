@@ -9,50 +9,30 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
-// Statuses of an apply (work.KindApply; docs/architecture.md, "State
-// machines"). Each says who moves an apply into it and out of it.
+// Statuses of an apply (work.KindApply): aliases of the one vocabulary in
+// internal/evolution (state.go), which says who moves an apply into each and
+// out of it.
 const (
-	// StatusPending: created by a run's approval (reviewer or auto, in the same
-	// write as the run's approved status), or returned by the tick when a claim
-	// went stale before the checkpoint with attempts left, or given back by the
-	// worker (the model unavailable). Left by the worker's claim.
-	StatusPending = work.StatusPending
-	// StatusRunning: claimed (slot and workspace lock taken) and in the model
-	// phases: merge, regress, preflight, auto re-check. Left by the checkpoint
-	// (syncing), a failure (failed), a give-back (pending), or the tick.
-	StatusRunning = work.StatusRunning
-	// StatusSyncing: checkpointed: the snapshot is written and publishing may
-	// have started. It keeps slot and lock until it is terminal; a stale one is
-	// taken over in place (Protocol.Takeover) and resumed at publish, without any
-	// model call. Left by finalize (applied) or the tick when retries are spent
-	// (failed).
-	StatusSyncing work.Status = "syncing"
-	// StatusApplied: published; its source runs became applied in the same write.
-	// Left by a rollback.
-	StatusApplied work.Status = "applied"
-	// StatusFailed: merge, regress, auto re-check or publish failed (reason in
-	// the item's Reason). Terminal.
-	StatusFailed work.Status = "failed"
-	// StatusTimeout: the tick found it stale in running with its attempts spent.
-	// Terminal.
-	StatusTimeout = work.StatusTimeout
-	// StatusRolledBack: rolled back (with its source runs, in one write).
-	// Terminal.
-	StatusRolledBack work.Status = "rolled_back"
+	StatusPending    = evolution.ApplyPending
+	StatusRunning    = evolution.ApplyRunning
+	StatusSyncing    = evolution.ApplySyncing
+	StatusApplied    = evolution.ApplyApplied
+	StatusFailed     = evolution.ApplyFailed
+	StatusTimeout    = evolution.ApplyTimeout
+	StatusRolledBack = evolution.ApplyRolledBack
 )
 
-// Statuses of the runs an apply moves (internal/runs owns the others).
+// Statuses of the runs an apply moves.
 const (
-	runApproved       work.Status = "approved"
-	runApplied        work.Status = "applied"
-	runAwaitingReview work.Status = "awaiting_review"
-	runRolledBack     work.Status = "rolled_back"
+	runApproved   = evolution.RunApproved
+	runApplied    = evolution.RunApplied
+	runRolledBack = evolution.RunRolledBack
 )
 
 // Who approved an apply's runs.
 const (
-	ApprovedByAuto     = "auto"
-	ApprovedByReviewer = "reviewer"
+	ApprovedByAuto     = evolution.ApprovedByAuto
+	ApprovedByReviewer = evolution.ApprovedByReviewer
 )
 
 // Failure reasons (the item's Reason; stable prefixes before any detail).

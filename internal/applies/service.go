@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/blob"
+	"github.com/molt-dev/molt/internal/evolution"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/queue"
-	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/work"
@@ -23,21 +23,21 @@ import (
 // KindRollback is the kind of a rollback's own work item: created already
 // claimed, holding the workspace's apply lock while it restores files (see the
 // package documentation).
-const KindRollback = runs.KindRollback
+const KindRollback = evolution.KindRollback
 
 // KindNotice is the kind of a pending auto-apply notice: created by the finalize
 // of an auto apply, deleted in the write that sends its line.
-const KindNotice work.Kind = "apply_notice"
+const KindNotice = evolution.KindNotice
 
 // Statuses of a rollback item.
 const (
-	rollbackDone   work.Status = "done"
-	rollbackFailed work.Status = "failed"
+	rollbackDone   = evolution.RollbackDone
+	rollbackFailed = evolution.RollbackFailed
 )
 
 // LockKey is the lock every apply (and rollback) of a workspace holds while
 // claimed: one at a time per workspace.
-func LockKey(ws string) string { return "apply/" + ws }
+func LockKey(ws string) string { return evolution.ApplyLockKey(ws) }
 
 // Store is what applies need of the state port (store.Store has it all): work
 // items are read here and written only through the Protocol.
@@ -185,14 +185,25 @@ func expiry(it work.Item) (work.Status, string) {
 	return "", ""
 }
 
-// onExpire returns the extra ops of a stale apply's terminal move: an auto
-// apply's still-approved runs go back to awaiting_review.
+// onExpire returns the extra ops of a stale apply's terminal move: its
+// still-approved runs where a failed apply leaves them (failureOps).
 func (s *Service) onExpire(ctx context.Context, it work.Item) ([]work.Op, error) {
 	d, err := ParseData(it.Data)
-	if err != nil || !d.Auto() {
+	if err != nil {
 		return nil, nil
 	}
-	return s.runOps(ctx, d.Runs, runApproved, runAwaitingReview, nil)
+	return s.failureOps(ctx, d)
+}
+
+// failureOps returns the ops that move a failed apply's still-approved source
+// runs where evolution.ApplyFailureSendsRunBack says: back to awaiting_review
+// for an auto apply, nowhere (they stay approved) for a reviewer's.
+func (s *Service) failureOps(ctx context.Context, d Data) ([]work.Op, error) {
+	to, back := evolution.ApplyFailureSendsRunBack(d.ApprovedBy)
+	if !back {
+		return nil, nil
+	}
+	return s.runOps(ctx, d.Runs, runApproved, to, nil)
 }
 
 // runOps returns one conditional update per run of ids that is in from and not

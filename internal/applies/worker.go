@@ -436,19 +436,15 @@ func (j *job) finalize() work.Outcome {
 	})
 }
 
-// failRunning fails a claimed apply that never reached syncing: an auto apply's
-// still-approved runs go back to awaiting_review in the same write; a reviewer
-// apply's runs stay approved (a retry is allowed).
+// failRunning fails a claimed apply that never reached syncing, moving its
+// still-approved runs in the same write as failureOps says.
 func (j *job) failRunning(reason string) work.Outcome {
 	s, d := j.s, &j.d
 	d.FailureReason = reason
 	build := func(ctx context.Context, _ work.Op) (work.Transition, []work.Op, error) {
-		var ops []work.Op
-		if d.Auto() {
-			var err error
-			if ops, err = s.runOps(ctx, d.Runs, runApproved, runAwaitingReview, nil); err != nil {
-				return work.Transition{}, nil, err
-			}
+		ops, err := s.failureOps(ctx, *d)
+		if err != nil {
+			return work.Transition{}, nil, err
 		}
 		data := d.Encode()
 		if d.Workspace == "" {

@@ -153,18 +153,13 @@ func summarizePatch(p evolution.Patch) *PatchSummary {
 	return s
 }
 
-// ApplyData is the Data of the pending apply a run's approval creates (the apply
-// worker of issue 5 reads it).
-type ApplyData struct {
-	Workspace    string   `json:"workspace"`
-	Runs         []string `json:"runs"`
-	ApprovedBy   string   `json:"approved_by"`
-	ReviewerHint string   `json:"reviewer_hint,omitempty"`
-}
+// ApplyData is the Data of the pending apply a run's approval creates: the
+// run → apply handoff (evolution.ApplyRequest).
+type ApplyData = evolution.ApplyRequest
 
-// ApplyLockKey is the lock every apply of a workspace holds while claimed: one
-// apply per workspace at a time.
-func ApplyLockKey(ws string) string { return "apply/" + ws }
+// ApplyLockKey is the lock every apply of a workspace holds while claimed
+// (evolution.ApplyLockKey).
+func ApplyLockKey(ws string) string { return evolution.ApplyLockKey(ws) }
 
 // clip trims s and cuts it to at most n characters, marking a cut with "…".
 func clip(s string, n int) string {

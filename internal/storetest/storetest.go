@@ -75,6 +75,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })
 	t.Run("Tokens", func(t *testing.T) { t.Parallel(); testTokens(t, open) })
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
+	t.Run("SettingsRevision", func(t *testing.T) { t.Parallel(); testSettingsRevision(t, open) })
+	t.Run("SettingsMerge", func(t *testing.T) { t.Parallel(); testSettingsMerge(t, open) })
 	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open) })
 	t.Run("Messages", func(t *testing.T) { t.Parallel(); testMessages(t, open) })
 	t.Run("AppendRace", func(t *testing.T) { t.Parallel(); testAppendRace(t, open) })

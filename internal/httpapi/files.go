@@ -190,6 +190,39 @@ func etagMatches(r *http.Request, etag string) bool {
 	return false
 }
 
+// fileMatch is the condition a PUT or DELETE of a file puts on the workspace's
+// own stored file: If-Match "<sha256>", … (one of those hashes) or * (it exists),
+// If-None-Match: * (it does not exist). A weak or malformed If-Match tag never
+// matches (strong comparison); other If-None-Match values are ignored.
+func fileMatch(r *http.Request) workspace.Match {
+	var m workspace.Match
+	for _, v := range r.Header.Values("If-Match") {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			switch {
+			case t == "":
+			case t == "*":
+				m.Exists = true
+			case len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"':
+				m.SHA256 = append(m.SHA256, t[1:len(t)-1])
+			default:
+				m.SHA256 = append(m.SHA256, "not a strong tag: "+t)
+			}
+		}
+	}
+	if len(m.SHA256) > 0 {
+		m.Exists = false // the hashes already require the file
+	}
+	for _, v := range r.Header.Values("If-None-Match") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.TrimSpace(t) == "*" {
+				m.Absent = true
+			}
+		}
+	}
+	return m
+}
+
 // contentType of a surface file by its extension.
 func contentType(p string) string {
 	switch strings.ToLower(path.Ext(p)) {
@@ -218,7 +251,7 @@ func (s *server) putFile(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	case err != nil:
 		return fmt.Errorf("get file %s of %s: %w", p, ws, err)
 	}
-	f, err := s.store.PutFile(ctx, workspace.NewFile(ws, p, body, s.clock.Now()))
+	f, err := s.store.PutFileIf(ctx, workspace.NewFile(ws, p, body, s.clock.Now()), fileMatch(r))
 	if err != nil {
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
 			return notFoundWS(ws)
@@ -242,7 +275,7 @@ func (s *server) deleteFile(w http.ResponseWriter, r *http.Request, c auth.Calle
 	if err := s.requireWorkspace(r, ws); err != nil {
 		return err
 	}
-	if err := s.store.DeleteFile(r.Context(), ws, p); err != nil {
+	if err := s.store.DeleteFileIf(r.Context(), ws, p, fileMatch(r)); err != nil {
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
 			return molt.NotFound("file %q not found", p)
 		}

@@ -73,6 +73,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Pagination", func(t *testing.T) { t.Parallel(); testPagination(t, open) })
 	t.Run("Workspaces", func(t *testing.T) { t.Parallel(); testWorkspaces(t, open) })
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })
+	t.Run("FileConditions", func(t *testing.T) { t.Parallel(); testFileConditions(t, open) })
 	t.Run("Tokens", func(t *testing.T) { t.Parallel(); testTokens(t, open) })
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
 	t.Run("SettingsRevision", func(t *testing.T) { t.Parallel(); testSettingsRevision(t, open) })

@@ -88,4 +88,13 @@ type Store interface {
 	ListFiles(ctx context.Context, ws string) ([]File, error)
 	// DeleteFile returns ENOTFOUND when absent.
 	DeleteFile(ctx context.Context, ws, path string) error
+	// PutFileIf is PutFile conditional on the stored file: ECONFLICT with reason
+	// ReasonPrecondition, writing nothing, unless m holds for it when written.
+	// The zero Match makes it PutFile.
+	PutFileIf(ctx context.Context, f File, m Match) (File, error)
+	// DeleteFileIf is DeleteFile conditional on the stored file: ECONFLICT with
+	// reason ReasonPrecondition, deleting nothing, unless m holds for it (a
+	// Match that requires the file makes its absence a failed precondition, not
+	// ENOTFOUND). The zero Match makes it DeleteFile.
+	DeleteFileIf(ctx context.Context, ws, path string, m Match) error
 }

@@ -654,3 +654,31 @@ func (s *Store) DeleteFileIf(ctx context.Context, ws, path string, m workspace.M
 	}
 	return nil
 }
+
+// ListSurface returns every file of the global surface and of ws (none when ws
+// is workspace.Global), each sorted by path. The two surfaces are two
+// partitions, so it sends their two queries at once. EINVALID for a bad name.
+func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return nil, nil, err
+	}
+	if ws == workspace.Global {
+		global, err = s.ListFiles(ctx, ws)
+		return global, []workspace.File{}, err
+	}
+	var ownErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		own, ownErr = s.ListFiles(ctx, ws)
+	}()
+	global, err = s.ListFiles(ctx, workspace.Global)
+	<-done
+	if err != nil {
+		return nil, nil, err
+	}
+	if ownErr != nil {
+		return nil, nil, ownErr
+	}
+	return global, own, nil
+}

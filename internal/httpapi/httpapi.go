@@ -26,6 +26,7 @@ import (
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // DefaultMaxBody is the default limit of a JSON request body.
@@ -62,6 +63,7 @@ type server struct {
 	runs     *runs.Service
 	applies  *applies.Service
 	settings *settings.Service
+	surfaces *workspace.Surfaces
 	mux      *http.ServeMux
 	patterns []string // every registered pattern, for Routes
 }
@@ -73,6 +75,7 @@ func New(c Config) http.Handler {
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
 	s.settings = &settings.Service{Store: c.Store}
+	s.surfaces = &workspace.Surfaces{Store: c.Store}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}

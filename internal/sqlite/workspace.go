@@ -347,3 +347,34 @@ func (s *Store) DeleteFileIf(ctx context.Context, ws, path string, m workspace.M
 	}
 	return nil
 }
+
+// ListSurface returns every file of the global surface and of ws (none when ws
+// is workspace.Global), each sorted by path, with one query. EINVALID for a bad
+// name.
+func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+fileCols+` FROM files WHERE workspace IN (?, ?) ORDER BY path`,
+		workspace.Global, ws)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+	}
+	defer rows.Close()
+	global, own = []workspace.File{}, []workspace.File{}
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+		}
+		if f.Workspace == workspace.Global {
+			global = append(global, f)
+		} else {
+			own = append(own, f)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+	}
+	return global, own, nil
+}

@@ -147,3 +147,42 @@ func testFileConditions(t *testing.T, open Opener) {
 		t.Fatalf("content after delete with a lost response = %q", got)
 	}
 }
+
+// testListSurface: both stored layers of a surface in one call, each sorted by
+// path, with content, and nothing of another workspace.
+func testListSurface(t *testing.T, open Opener) {
+	e := setup(t, open)
+	e.putWorkspace("acme")
+	e.putWorkspace("other")
+	for _, f := range []workspace.File{
+		file(workspace.Global, "USER.md", "g user"), file(workspace.Global, "INSTRUCTIONS.md", "g rules"),
+		file("acme", "skills/s/SKILL.md", "a skill"), file("acme", "INDEX.md", "a index"),
+		file("other", "INDEX.md", "o index"),
+	} {
+		if _, err := e.s.PutFile(e.ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(fs []workspace.File) string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Workspace+":"+f.Path+"="+string(f.Content))
+		}
+		return fmt.Sprint(out)
+	}
+	for _, tc := range []struct{ ws, global, own string }{
+		{"acme", "[global:INSTRUCTIONS.md=g rules global:USER.md=g user]", "[acme:INDEX.md=a index acme:skills/s/SKILL.md=a skill]"},
+		{workspace.Global, "[global:INSTRUCTIONS.md=g rules global:USER.md=g user]", "[]"},
+		{"ghost", "[global:INSTRUCTIONS.md=g rules global:USER.md=g user]", "[]"},
+	} {
+		g, o, err := e.s.ListSurface(e.ctx, tc.ws)
+		if err != nil {
+			t.Fatalf("list surface of %s: %v", tc.ws, err)
+		}
+		if names(g) != tc.global || names(o) != tc.own {
+			t.Errorf("surface of %s = %s + %s, want %s + %s", tc.ws, names(g), names(o), tc.global, tc.own)
+		}
+	}
+	_, _, err := e.s.ListSurface(e.ctx, "Bad Name")
+	wantCode(t, err, molt.EINVALID)
+}

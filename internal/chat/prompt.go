@@ -47,26 +47,7 @@ var builtinFiles = sync.OnceValue(func() []workspace.File {
 // skills/<id>/ or prompts/<kind>/ replaces the lower folder of that name as a
 // whole). Sorted by path.
 func Surface(builtin, global, ws []workspace.File) []workspace.EffectiveFile {
-	eff := workspace.Effective(global, ws)
-	paths := map[string]bool{}
-	folders := map[string]bool{}
-	for _, f := range eff {
-		paths[f.Path] = true
-		if d := workspace.Folder(f.Path); d != "" {
-			folders[d] = true
-		}
-	}
-	for _, f := range builtin {
-		if paths[f.Path] {
-			continue
-		}
-		if d := workspace.Folder(f.Path); d != "" && folders[d] {
-			continue
-		}
-		eff = append(eff, workspace.EffectiveFile{File: f, Scope: workspace.ScopeBuiltin})
-	}
-	sort.Slice(eff, func(i, j int) bool { return eff[i].Path < eff[j].Path })
-	return eff
+	return workspace.Layered(builtin, global, ws)
 }
 
 // Part is one delimited section of an assembled system prompt.

@@ -16,8 +16,9 @@ import (
 
 // Token and settings attributes.
 const (
-	attrLevel = "level"
-	attrDoc   = "doc"
+	attrLevel    = "level"
+	attrDoc      = "doc"
+	attrRevision = "rev"
 )
 
 // maxHashLen bounds a token hash (hex SHA-256 is 64).
@@ -101,31 +102,86 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error
 // saved. Keys missing from the saved document (added by a later version) take
 // their default.
 func (s *Store) GetSettings(ctx context.Context) (settings.Settings, error) {
+	st, _, err := s.ReadSettings(ctx)
+	return st, err
+}
+
+// ReadSettings returns the saved settings (as GetSettings, strongly consistent)
+// with their revision: 0 when none were saved or the item predates revisions.
+func (s *Store) ReadSettings(ctx context.Context) (settings.Settings, int64, error) {
 	m, ok, err := s.get(ctx, settingsKey())
 	if err != nil {
-		return settings.Settings{}, failure("get settings", err)
+		return settings.Settings{}, 0, failure("get settings", err)
 	}
 	out := settings.Default()
 	if !ok {
-		return out, nil
+		return out, 0, nil
 	}
 	if err := json.Unmarshal([]byte(getS(m, attrDoc)), &out); err != nil {
-		return settings.Settings{}, fmt.Errorf("decode stored settings: %w", err)
+		return settings.Settings{}, 0, fmt.Errorf("decode stored settings: %w", err)
 	}
-	return out, nil
+	return out, getN(m, attrRevision), nil
 }
 
-// PutSettings saves the settings after settings.Validate; EINVALID (naming the
-// key) writes nothing.
+// PutSettings saves the settings after settings.Validate and advances the
+// revision (one UpdateItem); EINVALID (naming the key) writes nothing.
 func (s *Store) PutSettings(ctx context.Context, st settings.Settings) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	item := settingsKey()
-	item[attrDoc] = str(string(st.Encode()))
-	item[attrUpdatedAt] = tnum(s.now())
-	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+	var e exprs
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: settingsKey(),
+		UpdateExpression: aws.String("SET " + e.name(attrDoc) + " = " + e.value(str(string(st.Encode()))) +
+			", " + e.name(attrUpdatedAt) + " = " + e.value(tnum(s.now())) +
+			" ADD " + e.name(attrRevision) + " " + e.value(num(1))),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if err != nil {
 		return failure("put settings", err)
 	}
 	return nil
+}
+
+// PutSettingsIf saves the settings after settings.Validate with a put
+// conditional on the stored revision being rev, and returns the new revision.
+// ECONFLICT/settings.ReasonChanged when it is not; EINVALID (naming the key)
+// writes nothing. After a retried request whose first attempt may have landed,
+// a stored document equal to this one at rev+1 counts as this write.
+func (s *Store) PutSettingsIf(ctx context.Context, st settings.Settings, rev int64) (int64, error) {
+	if err := st.Validate(); err != nil {
+		return 0, err
+	}
+	doc := string(st.Encode())
+	item := settingsKey()
+	item[attrDoc] = str(doc)
+	item[attrUpdatedAt] = tnum(s.now())
+	item[attrRevision] = num(rev + 1)
+	var e exprs
+	cond := "attribute_not_exists(" + e.name(attrRevision) + ")"
+	if rev > 0 {
+		cond = e.name(attrRevision) + " = " + e.value(num(rev))
+	}
+	var n attempts
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	}, n.opt)
+	if _, ok := conditionIndex(err); ok {
+		if n.retried() {
+			if m, found, gerr := s.get(ctx, settingsKey()); gerr == nil && found &&
+				getN(m, attrRevision) == rev+1 && getS(m, attrDoc) == doc {
+				return rev + 1, nil
+			}
+		}
+		return 0, &molt.Error{Code: molt.ECONFLICT, Reason: settings.ReasonChanged,
+			Message: fmt.Sprintf("the settings are no longer at revision %d", rev), Err: err}
+	}
+	if err != nil {
+		return 0, failure("put settings", err)
+	}
+	return rev + 1, nil
 }

@@ -420,6 +420,14 @@ func decodeFile(m map[string]types.AttributeValue) workspace.File {
 // not exist, ECONFLICT/ReasonTooManyFiles when a new file would exceed
 // workspace.MaxFiles. Nothing is written on any of these errors.
 func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
+	return s.PutFileIf(ctx, f, workspace.Match{})
+}
+
+// PutFileIf is PutFile when m holds for the stored file. The hash m names is a
+// condition of the transaction's put, so a change between the look and the
+// write fails the write (and the next look reports the failed precondition).
+// ECONFLICT/workspace.ReasonPrecondition, writing nothing, when m does not hold.
+func (s *Store) PutFileIf(ctx context.Context, f workspace.File, m workspace.Match) (workspace.File, error) {
 	if err := validateFileKey(f.Workspace, f.Path); err != nil {
 		return workspace.File{}, err
 	}
@@ -443,10 +451,17 @@ func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, 
 	}
 	tbl := aws.String(s.table)
 	what := fmt.Sprintf("put file %s/%s", nf.Workspace, nf.Path)
+	retriedBefore := false
 	for try := 0; try < putFileTrys; try++ {
-		exists, err := s.exists(ctx, fileKey(nf.Workspace, nf.Path))
+		exists, sha, err := s.fileHash(ctx, nf.Workspace, nf.Path)
 		if err != nil {
 			return workspace.File{}, failure(what, err)
+		}
+		if !m.Holds(exists, sha) {
+			if retriedBefore && exists && sha == nf.SHA256 {
+				return nf, nil // our earlier attempt landed
+			}
+			return workspace.File{}, workspace.PreconditionFailed(nf.Workspace, nf.Path)
 		}
 		var items []types.TransactWriteItem
 		metaIdx := -1
@@ -462,10 +477,14 @@ func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, 
 		fileCond := "attribute_not_exists(" + e.name(attrPK) + ")"
 		if exists {
 			fileCond = "attribute_exists(" + e.name(attrPK) + ")"
+			if len(m.SHA256) > 0 {
+				fileCond += " AND " + e.name(attrSHA256) + " = " + e.value(str(sha))
+			}
 		}
 		fileIdx := len(items)
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: tbl, Item: item,
-			ConditionExpression: aws.String(fileCond), ExpressionAttributeNames: e.names}})
+			ConditionExpression: aws.String(fileCond), ExpressionAttributeNames: e.names,
+			ExpressionAttributeValues: e.values}})
 		if !exists {
 			var e exprs
 			n := e.name(attrCount)
@@ -487,6 +506,7 @@ func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, 
 		case idx == metaIdx:
 			return workspace.File{}, molt.NotFound("workspace %s not found", nf.Workspace)
 		case idx == fileIdx || retried:
+			retriedBefore = retriedBefore || retried
 			// The file appeared or went since we looked (or our own earlier attempt
 			// landed): look again.
 			continue
@@ -508,6 +528,21 @@ func (s *Store) exists(ctx context.Context, k map[string]types.AttributeValue) (
 		return false, err
 	}
 	return len(out.Item) > 0, nil
+}
+
+// fileHash reports whether a file exists and its hash (strongly consistent,
+// without its content).
+func (s *Store) fileHash(ctx context.Context, ws, path string) (bool, string, error) {
+	var e exprs
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: fileKey(ws, path), ConsistentRead: aws.Bool(true),
+		ProjectionExpression:     aws.String(e.name(attrPK) + ", " + e.name(attrSHA256)),
+		ExpressionAttributeNames: e.names,
+	})
+	if err != nil {
+		return false, "", err
+	}
+	return len(out.Item) > 0, getS(out.Item, attrSHA256), nil
 }
 
 // GetFile returns one file with its content; EINVALID for a bad name or path,
@@ -557,24 +592,60 @@ func (s *Store) ListFiles(ctx context.Context, ws string) ([]workspace.File, err
 // DeleteFile removes one file and decrements the surface's file counter in one
 // transaction; EINVALID for a bad name or path, ENOTFOUND when absent.
 func (s *Store) DeleteFile(ctx context.Context, ws, path string) error {
+	return s.DeleteFileIf(ctx, ws, path, workspace.Match{})
+}
+
+// DeleteFileIf is DeleteFile when m holds for the stored file: the hashes m
+// names are a condition of the transaction's delete. ECONFLICT/
+// workspace.ReasonPrecondition, deleting nothing, when m does not hold.
+func (s *Store) DeleteFileIf(ctx context.Context, ws, path string, m workspace.Match) error {
 	if err := validateFileKey(ws, path); err != nil {
 		return err
+	}
+	if m.Absent {
+		// Deleting only what does not exist: nothing to delete either way.
+		exists, _, err := s.fileHash(ctx, ws, path)
+		if err != nil {
+			return failure(fmt.Sprintf("delete file %s/%s", ws, path), err)
+		}
+		if exists {
+			return workspace.PreconditionFailed(ws, path)
+		}
+		return molt.NotFound("file %s/%s not found", ws, path)
 	}
 	tbl := aws.String(s.table)
 	var e, c exprs
 	n := c.name(attrCount)
+	cond := "attribute_exists(" + e.name(attrPK) + ")"
+	if len(m.SHA256) > 0 {
+		var in []string
+		for _, h := range m.SHA256 {
+			in = append(in, e.value(str(h)))
+		}
+		cond += " AND " + e.name(attrSHA256) + " IN (" + strings.Join(in, ", ") + ")"
+	}
 	items := []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: tbl, Key: fileKey(ws, path),
-			ConditionExpression:      aws.String("attribute_exists(" + e.name(attrPK) + ")"),
-			ExpressionAttributeNames: e.names}},
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  e.names,
+			ExpressionAttributeValues: e.values}},
 		{Update: &types.Update{TableName: tbl, Key: key(wsPK(ws), skFiles),
 			UpdateExpression:         aws.String("ADD " + n + " " + c.value(num(-1))),
 			ExpressionAttributeNames: c.names, ExpressionAttributeValues: c.values}},
 	}
 	retried, err := s.write(ctx, items)
-	if _, cond := conditionIndex(err); cond {
+	if _, failed := conditionIndex(err); failed {
 		if retried {
 			return nil // our earlier attempt deleted it
+		}
+		if !m.IsZero() {
+			exists, _, herr := s.fileHash(ctx, ws, path)
+			if herr != nil {
+				return failure(fmt.Sprintf("delete file %s/%s", ws, path), herr)
+			}
+			if exists || m.Exists || len(m.SHA256) > 0 {
+				return workspace.PreconditionFailed(ws, path)
+			}
 		}
 		return molt.NotFound("file %s/%s not found", ws, path)
 	}
@@ -582,4 +653,32 @@ func (s *Store) DeleteFile(ctx context.Context, ws, path string) error {
 		return failure(fmt.Sprintf("delete file %s/%s", ws, path), err)
 	}
 	return nil
+}
+
+// ListSurface returns every file of the global surface and of ws (none when ws
+// is workspace.Global), each sorted by path. The two surfaces are two
+// partitions, so it sends their two queries at once. EINVALID for a bad name.
+func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return nil, nil, err
+	}
+	if ws == workspace.Global {
+		global, err = s.ListFiles(ctx, ws)
+		return global, []workspace.File{}, err
+	}
+	var ownErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		own, ownErr = s.ListFiles(ctx, ws)
+	}()
+	global, err = s.ListFiles(ctx, workspace.Global)
+	<-done
+	if err != nil {
+		return nil, nil, err
+	}
+	if ownErr != nil {
+		return nil, nil, ownErr
+	}
+	return global, own, nil
 }

@@ -89,62 +89,16 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request, c auth.Caller
 	if err := s.requireWorkspace(r, ws); err != nil {
 		return err
 	}
-	ctx := r.Context()
-	global, err := s.store.ListFiles(ctx, workspace.Global)
+	sf, err := s.surfaces.Read(r.Context(), ws)
 	if err != nil {
-		return fmt.Errorf("list global files: %w", err)
-	}
-	var own []workspace.File
-	if ws != workspace.Global {
-		if own, err = s.store.ListFiles(ctx, ws); err != nil {
-			return fmt.Errorf("list files of %s: %w", ws, err)
-		}
+		return err
 	}
 	out := listResponse[fileJSON]{Items: []fileJSON{}}
-	for _, f := range workspace.Effective(global, own) {
+	for _, f := range sf.Stored() {
 		out.Items = append(out.Items, toFileJSON(f.File, f.Scope))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// effectiveFile returns the file an agent of ws sees at p: the workspace's own,
-// else the global one unless the workspace overrides its folder.
-func (s *server) effectiveFile(r *http.Request, ws, p string) (workspace.File, string, error) {
-	ctx := r.Context()
-	f, err := s.store.GetFile(ctx, ws, p)
-	if err == nil {
-		return f, scopeOf(ws), nil
-	}
-	if molt.ErrorCode(err) != molt.ENOTFOUND {
-		return workspace.File{}, "", fmt.Errorf("get file %s of %s: %w", p, ws, err)
-	}
-	missing := molt.NotFound("file %q not found", p)
-	if ws == workspace.Global {
-		return workspace.File{}, "", missing
-	}
-	g, err := s.store.GetFile(ctx, workspace.Global, p)
-	if err != nil {
-		if molt.ErrorCode(err) == molt.ENOTFOUND {
-			return workspace.File{}, "", missing
-		}
-		return workspace.File{}, "", fmt.Errorf("get global file %s: %w", p, err)
-	}
-	if workspace.Folder(p) != "" {
-		// A workspace folder of the same name hides the global one as a whole.
-		own, err := s.store.ListFiles(ctx, ws)
-		if err != nil {
-			return workspace.File{}, "", fmt.Errorf("list files of %s: %w", ws, err)
-		}
-		eff := workspace.Effective([]workspace.File{g}, own)
-		for _, e := range eff {
-			if e.Path == p && e.Scope == workspace.ScopeGlobal {
-				return g, workspace.ScopeGlobal, nil
-			}
-		}
-		return workspace.File{}, "", missing
-	}
-	return g, workspace.ScopeGlobal, nil
 }
 
 func (s *server) getFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
@@ -155,7 +109,7 @@ func (s *server) getFile(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	if err := s.requireWorkspace(r, ws); err != nil {
 		return err
 	}
-	f, scope, err := s.effectiveFile(r, ws, p)
+	f, scope, err := s.surfaces.File(r.Context(), ws, p)
 	if err != nil {
 		return err
 	}
@@ -190,6 +144,39 @@ func etagMatches(r *http.Request, etag string) bool {
 	return false
 }
 
+// fileMatch is the condition a PUT or DELETE of a file puts on the workspace's
+// own stored file: If-Match "<sha256>", … (one of those hashes) or * (it exists),
+// If-None-Match: * (it does not exist). A weak or malformed If-Match tag never
+// matches (strong comparison); other If-None-Match values are ignored.
+func fileMatch(r *http.Request) workspace.Match {
+	var m workspace.Match
+	for _, v := range r.Header.Values("If-Match") {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			switch {
+			case t == "":
+			case t == "*":
+				m.Exists = true
+			case len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"':
+				m.SHA256 = append(m.SHA256, t[1:len(t)-1])
+			default:
+				m.SHA256 = append(m.SHA256, "not a strong tag: "+t)
+			}
+		}
+	}
+	if len(m.SHA256) > 0 {
+		m.Exists = false // the hashes already require the file
+	}
+	for _, v := range r.Header.Values("If-None-Match") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.TrimSpace(t) == "*" {
+				m.Absent = true
+			}
+		}
+	}
+	return m
+}
+
 // contentType of a surface file by its extension.
 func contentType(p string) string {
 	switch strings.ToLower(path.Ext(p)) {
@@ -218,7 +205,7 @@ func (s *server) putFile(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	case err != nil:
 		return fmt.Errorf("get file %s of %s: %w", p, ws, err)
 	}
-	f, err := s.store.PutFile(ctx, workspace.NewFile(ws, p, body, s.clock.Now()))
+	f, err := s.store.PutFileIf(ctx, workspace.NewFile(ws, p, body, s.clock.Now()), fileMatch(r))
 	if err != nil {
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
 			return notFoundWS(ws)
@@ -242,7 +229,7 @@ func (s *server) deleteFile(w http.ResponseWriter, r *http.Request, c auth.Calle
 	if err := s.requireWorkspace(r, ws); err != nil {
 		return err
 	}
-	if err := s.store.DeleteFile(r.Context(), ws, p); err != nil {
+	if err := s.store.DeleteFileIf(r.Context(), ws, p, fileMatch(r)); err != nil {
 		if molt.ErrorCode(err) == molt.ENOTFOUND {
 			return molt.NotFound("file %q not found", p)
 		}

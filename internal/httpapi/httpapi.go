@@ -24,7 +24,9 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // DefaultMaxBody is the default limit of a JSON request body.
@@ -60,6 +62,8 @@ type server struct {
 	chat     *chat.Service
 	runs     *runs.Service
 	applies  *applies.Service
+	settings *settings.Service
+	surfaces *workspace.Surfaces
 	mux      *http.ServeMux
 	patterns []string // every registered pattern, for Routes
 }
@@ -70,6 +74,8 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s.settings = &settings.Service{Store: c.Store}
+	s.surfaces = &workspace.Surfaces{Store: c.Store}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}

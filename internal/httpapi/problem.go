@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // statusOf maps molt error codes to HTTP statuses: the one table of the API.
@@ -33,8 +34,9 @@ const (
 )
 
 var statusOfReason = map[string]int{
-	reasonMethodNotAllowed: http.StatusMethodNotAllowed,
-	reasonMediaType:        http.StatusUnsupportedMediaType,
+	reasonMethodNotAllowed:       http.StatusMethodNotAllowed,
+	reasonMediaType:              http.StatusUnsupportedMediaType,
+	workspace.ReasonPrecondition: http.StatusPreconditionFailed,
 }
 
 // problem is an RFC 9457 problem document with molt's stable code.

@@ -1,51 +1,80 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/settings"
 )
 
+// settingsETag is the entity tag of a settings revision.
+func settingsETag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
+
 func (s *server) getSettings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	if !c.IsFull() {
-		return forbidden("settings need a full token")
-	}
-	st, err := s.store.GetSettings(r.Context())
+	st, rev, err := s.settings.Get(r.Context(), c)
 	if err != nil {
-		return fmt.Errorf("get settings: %w", err)
+		return err
 	}
+	w.Header().Set("ETag", settingsETag(rev))
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
 
 // putSettings applies a partial update (any subset of the keys) and answers the
-// full result. Out-of-range values are 400 naming the key.
+// full result with its ETag. Out-of-range values are 400 naming the key. With
+// If-Match the update applies only over one of the named revisions (409
+// settings_changed otherwise); without it, concurrent updates are merged.
 func (s *server) putSettings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	if !c.IsFull() {
-		return forbidden("settings need a full token")
+	if err := s.settings.Authorize(c); err != nil {
+		return err // before the body is read
 	}
 	body, err := s.readJSON(w, r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	cur, err := s.store.GetSettings(ctx)
-	if err != nil {
-		return fmt.Errorf("get settings: %w", err)
-	}
-	if err := checkKeys(body, reflect.TypeOf(cur)); err != nil {
+	if err := checkKeys(body, reflect.TypeOf(settings.Settings{})); err != nil {
 		return err
 	}
-	next, err := settings.Merge(cur, body)
+	var next settings.Settings
+	var rev int64
+	if revs, ok := ifMatchRevisions(r); ok {
+		next, rev, err = s.settings.UpdateIf(r.Context(), c, body, revs)
+	} else {
+		next, rev, err = s.settings.Update(r.Context(), c, body)
+	}
 	if err != nil {
 		return err
 	}
-	if err := s.store.PutSettings(ctx, next); err != nil {
-		return fmt.Errorf("put settings: %w", err)
-	}
+	w.Header().Set("ETag", settingsETag(rev))
 	writeJSON(w, http.StatusOK, next)
 	return nil
+}
+
+// ifMatchRevisions returns the revisions an If-Match header names and whether
+// it is a condition at all (absent or "*" is none: the settings always exist).
+// A tag that is not a revision's ETag matches nothing.
+func ifMatchRevisions(r *http.Request) ([]int64, bool) {
+	vals := r.Header.Values("If-Match")
+	if len(vals) == 0 {
+		return nil, false
+	}
+	revs := []int64{}
+	for _, v := range vals {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" {
+				return nil, false
+			}
+			if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
+				continue // a weak or malformed tag never matches strongly
+			}
+			if n, err := strconv.ParseInt(t[1:len(t)-1], 10, 64); err == nil && n >= 0 {
+				revs = append(revs, n)
+			}
+		}
+	}
+	return revs, true
 }

@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // BenchmarkPickupLatency measures, on the local stack as `molt serve` runs it
@@ -55,7 +57,8 @@ func BenchmarkPickupLatency(b *testing.B) {
 // the protocol allows: 3 writes (create the run with its system line, claim,
 // the terminal write) and 1 read (the wake-up's read of the run before its
 // claim), plus what the work itself must read (the session, its messages, the
-// surface twice — at enqueue and at the draft — and the settings).
+// surface once per phase — at enqueue and at the draft, each one ListSurface
+// with both stored layers — and the settings).
 func BenchmarkStoreRequestsPerRun(b *testing.B) {
 	for _, st := range []struct {
 		name string
@@ -91,10 +94,22 @@ func BenchmarkStoreRequestsPerRun(b *testing.B) {
 			}
 			sort.Strings(parts)
 			w, r := float64(writes)/float64(runsDone), float64(reads)/float64(runsDone)
+			// Two phases read the surface: the enqueue and the worker.
+			lf := float64(total["ListFiles"]) / float64(runsDone) / 2
+			ls := float64(total["ListSurface"]) / float64(runsDone) / 2
 			b.ReportMetric(w, "writes/run")
 			b.ReportMetric(r, "reads/run")
+			b.ReportMetric(lf, "ListFiles/phase")
+			b.Logf("%s: per run phase (enqueue, worker) %.1f ListFiles and %.1f ListSurface", st.name, lf, ls)
 			b.Logf("%s: per run %.1f writes (minimum 3: enqueue, claim, end; the rest are claim re-confirmations before each artifact group) and %.1f reads (%s)",
 				st.name, w, r, strings.Join(parts, ", "))
 		})
 	}
+}
+
+// ListSurface counts the surface reads (both stored layers in one request) for
+// BenchmarkStoreRequestsPerRun.
+func (s *signalStore) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	s.count("ListSurface")
+	return s.Store.ListSurface(ctx, ws)
 }

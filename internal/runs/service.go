@@ -22,8 +22,7 @@ type Store interface {
 	work.Reader
 	session.Store
 	settings.Store
-	// ListFiles returns every file of a surface with content, sorted by path.
-	ListFiles(ctx context.Context, ws string) ([]workspace.File, error)
+	workspace.SurfaceStore
 }
 
 // Deps are the service's dependencies. Store, Protocol, Blobs, Queue and Model
@@ -87,6 +86,8 @@ type Service struct {
 	log   *slog.Logger
 	cfg   Config
 	exec  *work.Executor[settings.Settings] // the run kind's lifecycle (Handle)
+
+	surfaces *workspace.Surfaces
 }
 
 var _ queue.Handler = (*Service)(nil)
@@ -94,7 +95,8 @@ var _ queue.Handler = (*Service)(nil)
 // New returns a Service.
 func New(d Deps, cfg Config) *Service {
 	s := &Service{store: d.Store, proto: d.Protocol, blobs: d.Blobs, queue: d.Queue, model: d.Model,
-		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults()}
+		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults(),
+		surfaces: &workspace.Surfaces{Store: d.Store, Builtin: chat.Builtin()}}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -154,15 +156,13 @@ func (s *Service) wake(ctx context.Context, kind work.Kind, id string) {
 }
 
 // surface reads the global and workspace files and the effective surface
-// (built-in, global, workspace).
+// (built-in, global, workspace) in one store request.
 func (s *Service) surface(ctx context.Context, ws string) (global, own []workspace.File, eff []workspace.EffectiveFile, err error) {
-	if global, err = s.store.ListFiles(ctx, workspace.Global); err != nil {
-		return nil, nil, nil, fmt.Errorf("list global files: %w", err)
+	sf, err := s.surfaces.Read(ctx, ws)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if own, err = s.store.ListFiles(ctx, ws); err != nil {
-		return nil, nil, nil, fmt.Errorf("list files of %s: %w", ws, err)
-	}
-	return global, own, chat.Surface(chat.Builtin(), global, own), nil
+	return sf.Global, sf.Own, sf.Effective(), nil
 }
 
 // loadMessages reads every message of a session in seq order.

@@ -120,10 +120,23 @@ func (s Settings) Encode() []byte {
 	return b
 }
 
-// Store keeps the settings.
+// ReasonChanged is the ECONFLICT reason of a conditional settings write whose
+// revision is no longer the stored one: another write came first.
+const ReasonChanged = "settings_changed"
+
+// Store keeps the settings and their revision. The revision is 0 while nothing
+// was saved with one and grows by one with every write, conditional or not.
 type Store interface {
 	// GetSettings returns the stored settings, or Default when none were saved.
 	GetSettings(ctx context.Context) (Settings, error)
-	// PutSettings saves settings after Validate; EINVALID writes nothing.
+	// PutSettings saves settings after Validate, whatever the stored revision;
+	// EINVALID writes nothing.
 	PutSettings(ctx context.Context, s Settings) error
+	// ReadSettings returns the stored settings (Default when none were saved)
+	// with their revision.
+	ReadSettings(ctx context.Context) (Settings, int64, error)
+	// PutSettingsIf saves s after Validate only if the stored revision is still
+	// rev, and returns the new revision. ECONFLICT with reason ReasonChanged when
+	// the revision moved on; EINVALID writes nothing.
+	PutSettingsIf(ctx context.Context, s Settings, rev int64) (int64, error)
 }

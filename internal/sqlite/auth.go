@@ -62,23 +62,31 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error
 // saved. Keys missing from the saved document (added by a later version) take
 // their default.
 func (s *Store) GetSettings(ctx context.Context) (settings.Settings, error) {
+	st, _, err := s.ReadSettings(ctx)
+	return st, err
+}
+
+// ReadSettings returns the saved settings (as GetSettings) with their revision,
+// 0 when none were saved.
+func (s *Store) ReadSettings(ctx context.Context) (settings.Settings, int64, error) {
 	var doc string
-	err := s.rdb.QueryRowContext(ctx, `SELECT doc FROM settings WHERE id = 1`).Scan(&doc)
+	var rev int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT doc, revision FROM settings WHERE id = 1`).Scan(&doc, &rev)
 	if errors.Is(err, sql.ErrNoRows) {
-		return settings.Default(), nil
+		return settings.Default(), 0, nil
 	}
 	if err != nil {
-		return settings.Settings{}, fmt.Errorf("get settings: %w", err)
+		return settings.Settings{}, 0, fmt.Errorf("get settings: %w", err)
 	}
 	out := settings.Default()
 	if err := json.Unmarshal([]byte(doc), &out); err != nil {
-		return settings.Settings{}, fmt.Errorf("decode stored settings: %w", err)
+		return settings.Settings{}, 0, fmt.Errorf("decode stored settings: %w", err)
 	}
-	return out, nil
+	return out, rev, nil
 }
 
-// PutSettings saves the settings after settings.Validate; EINVALID (naming the key)
-// writes nothing.
+// PutSettings saves the settings after settings.Validate and advances the
+// revision; EINVALID (naming the key) writes nothing.
 func (s *Store) PutSettings(ctx context.Context, st settings.Settings) error {
 	if err := st.Validate(); err != nil {
 		return err
@@ -86,12 +94,51 @@ func (s *Store) PutSettings(ctx context.Context, st settings.Settings) error {
 	doc := st.Encode()
 	now := ts(s.clock.Now())
 	err := s.w.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `INSERT INTO settings (id, doc, updated_at) VALUES (1, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at`, string(doc), now)
+		_, err := q.ExecContext(ctx, `INSERT INTO settings (id, doc, updated_at, revision) VALUES (1, ?, ?, 1)
+			ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at,
+				revision = settings.revision + 1`, string(doc), now)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("put settings: %w", err)
 	}
 	return nil
+}
+
+// PutSettingsIf saves the settings after settings.Validate only while the stored
+// revision is rev (one statement whose WHERE is the condition) and returns the
+// new revision. ECONFLICT/settings.ReasonChanged when it is not; EINVALID
+// (naming the key) writes nothing.
+func (s *Store) PutSettingsIf(ctx context.Context, st settings.Settings, rev int64) (int64, error) {
+	if err := st.Validate(); err != nil {
+		return 0, err
+	}
+	doc := st.Encode()
+	now := ts(s.clock.Now())
+	err := s.w.write(ctx, func(q querier) error {
+		var res sql.Result
+		var err error
+		if rev == 0 {
+			// No row yet, or one saved before revisions existed.
+			res, err = q.ExecContext(ctx, `INSERT INTO settings (id, doc, updated_at, revision) VALUES (1, ?, ?, 1)
+				ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at, revision = 1
+				WHERE settings.revision = 0`, string(doc), now)
+		} else {
+			res, err = q.ExecContext(ctx, `UPDATE settings SET doc = ?, updated_at = ?, revision = revision + 1
+				WHERE id = 1 AND revision = ?`, string(doc), now, rev)
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return molt.Conflict(settings.ReasonChanged, "the settings are no longer at revision %d", rev)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("put settings: %w", err)
+	}
+	return rev + 1, nil
 }

@@ -117,6 +117,10 @@ CREATE TABLE messages (
 	`
 ALTER TABLE items ADD COLUMN expires_at TEXT NOT NULL DEFAULT '';
 `,
+	// 4: the settings' revision, for writes conditional on it (0: saved before it).
+	`
+ALTER TABLE settings ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

@@ -192,6 +192,13 @@ func validateFileKey(ws, path string) error {
 // workspace does not exist, ECONFLICT/ReasonTooManyFiles when a new file would
 // exceed workspace.MaxFiles. Nothing is written on any error.
 func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
+	return s.PutFileIf(ctx, f, workspace.Match{})
+}
+
+// PutFileIf is PutFile when m holds for the stored file, checked inside the
+// write's transaction; ECONFLICT/workspace.ReasonPrecondition, writing nothing,
+// when it does not.
+func (s *Store) PutFileIf(ctx context.Context, f workspace.File, m workspace.Match) (workspace.File, error) {
 	if err := validateFileKey(f.Workspace, f.Path); err != nil {
 		return workspace.File{}, err
 	}
@@ -216,11 +223,16 @@ func (s *Store) PutFile(ctx context.Context, f workspace.File) (workspace.File, 
 			}
 		}
 		var exists, count int
+		var sha string
 		err := q.QueryRowContext(ctx, `SELECT
 			EXISTS (SELECT 1 FROM files WHERE workspace = ?1 AND path = ?2),
-			(SELECT COUNT(*) FROM files WHERE workspace = ?1)`, nf.Workspace, nf.Path).Scan(&exists, &count)
+			COALESCE((SELECT sha256 FROM files WHERE workspace = ?1 AND path = ?2), ''),
+			(SELECT COUNT(*) FROM files WHERE workspace = ?1)`, nf.Workspace, nf.Path).Scan(&exists, &sha, &count)
 		if err != nil {
 			return err
+		}
+		if !m.Holds(exists == 1, sha) {
+			return workspace.PreconditionFailed(nf.Workspace, nf.Path)
 		}
 		if exists == 0 && count >= workspace.MaxFiles {
 			return molt.Conflict(ReasonTooManyFiles, "workspace %s has %d files, the limit", nf.Workspace, workspace.MaxFiles)
@@ -298,10 +310,27 @@ func (s *Store) ListFiles(ctx context.Context, ws string) ([]workspace.File, err
 // DeleteFile removes one file; EINVALID for a bad name or path, ENOTFOUND when
 // absent.
 func (s *Store) DeleteFile(ctx context.Context, ws, path string) error {
+	return s.DeleteFileIf(ctx, ws, path, workspace.Match{})
+}
+
+// DeleteFileIf is DeleteFile when m holds for the stored file, checked inside
+// the delete's transaction; ECONFLICT/workspace.ReasonPrecondition, deleting
+// nothing, when it does not.
+func (s *Store) DeleteFileIf(ctx context.Context, ws, path string, m workspace.Match) error {
 	if err := validateFileKey(ws, path); err != nil {
 		return err
 	}
 	err := s.w.write(ctx, func(q querier) error {
+		if !m.IsZero() {
+			var sha string
+			err := q.QueryRowContext(ctx, `SELECT sha256 FROM files WHERE workspace = ? AND path = ?`, ws, path).Scan(&sha)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if !m.Holds(err == nil, sha) {
+				return workspace.PreconditionFailed(ws, path)
+			}
+		}
 		res, err := q.ExecContext(ctx, `DELETE FROM files WHERE workspace = ? AND path = ?`, ws, path)
 		if err != nil {
 			return err
@@ -317,4 +346,35 @@ func (s *Store) DeleteFile(ctx context.Context, ws, path string) error {
 		return fmt.Errorf("delete file %s/%s: %w", ws, path, err)
 	}
 	return nil
+}
+
+// ListSurface returns every file of the global surface and of ws (none when ws
+// is workspace.Global), each sorted by path, with one query. EINVALID for a bad
+// name.
+func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+fileCols+` FROM files WHERE workspace IN (?, ?) ORDER BY path`,
+		workspace.Global, ws)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+	}
+	defer rows.Close()
+	global, own = []workspace.File{}, []workspace.File{}
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+		}
+		if f.Workspace == workspace.Global {
+			global = append(global, f)
+		} else {
+			own = append(own, f)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
+	}
+	return global, own, nil
 }

@@ -86,6 +86,19 @@ type Store interface {
 	GetFile(ctx context.Context, ws, path string) (File, error)
 	// ListFiles returns every file of ws with content, sorted by path.
 	ListFiles(ctx context.Context, ws string) ([]File, error)
+	// ListSurface returns, in one request where the adapter can, every file of
+	// the global surface and every file of ws (none when ws is Global), each
+	// with content and sorted by path. EINVALID for a bad name.
+	ListSurface(ctx context.Context, ws string) (global, own []File, err error)
 	// DeleteFile returns ENOTFOUND when absent.
 	DeleteFile(ctx context.Context, ws, path string) error
+	// PutFileIf is PutFile conditional on the stored file: ECONFLICT with reason
+	// ReasonPrecondition, writing nothing, unless m holds for it when written.
+	// The zero Match makes it PutFile.
+	PutFileIf(ctx context.Context, f File, m Match) (File, error)
+	// DeleteFileIf is DeleteFile conditional on the stored file: ECONFLICT with
+	// reason ReasonPrecondition, deleting nothing, unless m holds for it (a
+	// Match that requires the file makes its absence a failed precondition, not
+	// ENOTFOUND). The zero Match makes it DeleteFile.
+	DeleteFileIf(ctx context.Context, ws, path string, m Match) error
 }

@@ -29,14 +29,11 @@ type surface struct {
 }
 
 func (s *Service) readSurface(ctx context.Context, ws string) (surface, error) {
-	files, err := s.store.ListFiles(ctx, ws)
+	read, err := s.surfaces.Read(ctx, ws)
 	if err != nil {
-		return surface{}, fmt.Errorf("list files of %s: %w", ws, err)
+		return surface{}, err
 	}
-	global, err := s.store.ListFiles(ctx, workspace.Global)
-	if err != nil {
-		return surface{}, fmt.Errorf("list global files: %w", err)
-	}
+	files, global := read.Own, read.Global
 	sf := surface{ws: files, global: global, lower: append([]workspace.File(nil), global...),
 		wsMap: map[string][]byte{}, lowMap: map[string][]byte{}}
 	for _, f := range files {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/molt-dev/molt/internal/chat"
 	"log/slog"
 	"slices"
 	"time"
@@ -44,6 +45,7 @@ func LockKey(ws string) string { return evolution.ApplyLockKey(ws) }
 type Store interface {
 	work.Reader
 	workspace.Store
+	workspace.SurfaceStore
 	settings.Store
 	session.Store
 }
@@ -120,6 +122,7 @@ type Service struct {
 	retain    retentionGate
 	exec      *work.Executor[settings.Settings] // the apply kind's lifecycle (Handle)
 	rollbacks *work.Executor[struct{}]          // the rollback kind's (Rollback)
+	surfaces  *workspace.Surfaces
 }
 
 // New returns a Service. It panics when a required dependency is missing.
@@ -139,6 +142,7 @@ func New(d Deps, cfg Config) *Service {
 		s.log = slog.Default()
 	}
 	s.exec, s.rollbacks = s.executor(), s.rollbackExecutor()
+	s.surfaces = &workspace.Surfaces{Store: d.Store, Builtin: chat.Builtin()}
 	return s
 }
 

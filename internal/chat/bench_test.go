@@ -15,10 +15,10 @@ import (
 // minimumRequests is what one turn needs of the store with these ports, with no
 // message racing it and no heartbeat due: the post reads the session (access,
 // next seq) and writes the message with its turn; the worker reads the turn, the
-// session, its messages and the two surfaces (global, workspace), claims, and
-// finishes with the reply. Writes: 3; reads: 6.
+// session, its messages and the surface (global and workspace layers in one
+// request), claims, and finishes with the reply. Writes: 3; reads: 5.
 var minimumRequests = map[string]int{
-	"Commit": 3, "GetItem": 1, "GetSession": 2, "ListMessages": 1, "ListFiles": 2,
+	"Commit": 3, "GetItem": 1, "GetSession": 2, "ListMessages": 1, "ListSurface": 1,
 }
 
 func diff(after, before map[string]int) map[string]int {

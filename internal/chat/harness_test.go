@@ -108,6 +108,11 @@ func (c *countingStore) ListFiles(ctx context.Context, ws string) ([]workspace.F
 	return c.Store.ListFiles(ctx, ws)
 }
 
+func (c *countingStore) ListSurface(ctx context.Context, ws string) (global, own []workspace.File, err error) {
+	c.count("ListSurface")
+	return c.Store.ListSurface(ctx, ws)
+}
+
 func (c *countingStore) TokenByHash(ctx context.Context, h string) (auth.Token, error) {
 	c.count("TokenByHash")
 	return c.Store.TokenByHash(ctx, h)

@@ -23,8 +23,7 @@ import (
 type Store interface {
 	work.Reader
 	session.Store
-	// ListFiles returns every file of a surface with content, sorted by path.
-	ListFiles(ctx context.Context, ws string) ([]workspace.File, error)
+	workspace.SurfaceStore
 }
 
 // Deps are the runtime's dependencies.
@@ -53,7 +52,8 @@ type Service struct {
 	log   *slog.Logger
 	cfg   Config
 
-	exec *work.Executor[struct{}] // the turn kind's lifecycle (Handle)
+	exec     *work.Executor[struct{}] // the turn kind's lifecycle (Handle)
+	surfaces *workspace.Surfaces
 
 	mu          sync.RWMutex
 	commands    map[string]Command
@@ -80,6 +80,7 @@ func New(d Deps, cfg Config) *Service {
 	}
 	s.HandleCommand("/compact", compactCommand)
 	s.exec = s.executor()
+	s.surfaces = &workspace.Surfaces{Store: d.Store, Builtin: Builtin()}
 	return s
 }
 
@@ -492,15 +493,12 @@ func (s *Service) wake(ctx context.Context, turnID string) {
 	}
 }
 
-// surface reads a workspace's effective surface (built-in, global, workspace).
+// surface reads a workspace's effective surface (built-in, global, workspace)
+// in one store request (workspace.Surfaces).
 func (s *Service) surface(ctx context.Context, ws string) ([]workspace.EffectiveFile, error) {
-	global, err := s.store.ListFiles(ctx, workspace.Global)
+	sf, err := s.surfaces.Read(ctx, ws)
 	if err != nil {
-		return nil, fmt.Errorf("list global files: %w", err)
+		return nil, err
 	}
-	own, err := s.store.ListFiles(ctx, ws)
-	if err != nil {
-		return nil, fmt.Errorf("list files of %s: %w", ws, err)
-	}
-	return Surface(Builtin(), global, own), nil
+	return sf.Effective(), nil
 }

@@ -101,7 +101,7 @@ func BenchmarkStoreRequestsPerRun(b *testing.B) {
 			b.ReportMetric(r, "reads/run")
 			b.ReportMetric(lf, "ListFiles/phase")
 			b.Logf("%s: per run phase (enqueue, worker) %.1f ListFiles and %.1f ListSurface", st.name, lf, ls)
-			b.Logf("%s: per run %.1f writes (minimum 3: enqueue, claim, end; the rest are claim re-confirmations before each artifact group) and %.1f reads (%s)",
+			b.Logf("%s: per run %.1f writes (minimum 3: enqueue, claim, end; the claim is re-confirmed before each artifact group by a read, GetItem) and %.1f reads (%s)",
 				st.name, w, r, strings.Join(parts, ", "))
 		})
 	}

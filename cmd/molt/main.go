@@ -101,12 +101,27 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if *tick < time.Second {
 		return fmt.Errorf("--tick must be at least 1s")
 	}
+	// On the local backend this process owns its data directory: the lock
+	// makes that true, and lets it recover its previous run's claims at once.
+	cfg := app.ConfigFromEnv(os.Environ())
+	if *data != "" {
+		cfg.DataDir = *data
+	}
+	local := cfg.Backend != app.BackendAWS
+	if local {
+		unlock, err := localbackend.LockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	a, err := open(ctx, *data, logger)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	return a.Serve(ctx, app.ServeOptions{Addr: *addr, Tick: *tick, AdminToken: os.Getenv("MOLT_ADMIN_TOKEN"), Out: stdout})
+	return a.Serve(ctx, app.ServeOptions{Addr: *addr, Tick: *tick, AdminToken: os.Getenv("MOLT_ADMIN_TOKEN"), Out: stdout,
+		Recover: local})
 }
 
 func token(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

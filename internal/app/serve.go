@@ -13,6 +13,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/consumer"
 	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/work"
 )
 
 // ServeOptions configure `molt serve`.
@@ -23,6 +24,10 @@ type ServeOptions struct {
 	Out        io.Writer     // where the admin token and the address are printed
 	// Ready, when set, is called with the listener's address once it accepts.
 	Ready func(addr string)
+	// Recover runs App.Recover before the workers start: set it only when this
+	// process owns the store exclusively (the local backend under its data
+	// directory's lock), never on a store other processes use.
+	Recover bool
 }
 
 // Serve runs the API, the tick and every registered worker in this process until
@@ -58,10 +63,29 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 		o.Ready(ln.Addr().String())
 	}
 
+	if o.Recover {
+		res, err := a.Recover(ctx)
+		if err != nil {
+			// Not fatal: the tick's timeouts recover what this pass missed.
+			a.Logger.Error("start-up recovery failed", slog.String("error", err.Error()))
+		}
+		if res.Requeued+res.Expired+res.Resumed+res.Resent > 0 {
+			a.Logger.Info("recovered the work of the previous run", slog.Int("requeued", res.Requeued),
+				slog.Int("expired", res.Expired), slog.Int("resumed", res.Resumed), slog.Int("resent", res.Resent))
+		}
+	}
+
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { a.tickLoop(bg, o.Tick) })
+	set, err := a.Store.GetSettings(ctx)
+	if err != nil {
+		stop()
+		wg.Wait()
+		_ = ln.Close()
+		return fmt.Errorf("read settings: %w", err)
+	}
 	for _, w := range a.workers {
 		rcv, err := a.Receiver(string(w.Kind))
 		if err != nil {
@@ -70,7 +94,7 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 			_ = ln.Close()
 			return err
 		}
-		c := &consumer.Consumer{Receiver: rcv, Handler: w.Handler, Log: a.Logger, Workers: 2}
+		c := &consumer.Consumer{Receiver: rcv, Handler: w.Handler, Log: a.Logger, Workers: Width(w.Policy(set))}
 		wg.Go(func() { _ = c.Run(bg) })
 	}
 
@@ -93,6 +117,30 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// MaxWidth bounds the workers `molt serve` runs for one kind.
+const MaxWidth = 256
+
+// Width is how many attempts of a kind `molt serve` runs at once: its budget
+// (turns: MOLT_TURN_BUDGET; runs and applies: max_concurrent_run and
+// max_concurrent_apply, as the settings are when it starts), at least 2 (a
+// wake-up that cannot claim is dropped at once, never holding a worker) and at
+// most MaxWidth; an unlimited budget gets MaxWidth. The store enforces the
+// budget whatever the width: a budget raised later is used up to the width
+// this process started with.
+func Width(p work.Policy) int {
+	if p.Budget <= 0 {
+		return MaxWidth
+	}
+	return min(max(p.Budget, 2), MaxWidth)
+}
+
+// Recover returns every claim left by a previous run of this process to its
+// next state at once (work.Maintainer.Recover) and re-sends the wake-ups of all
+// pending work. Only for a process that owns its store exclusively.
+func (a *App) Recover(ctx context.Context) (work.Result, error) {
+	return a.Maintainer().Recover(ctx)
 }
 
 // Receiver returns the receiving end of kind's queue: the in-process queue on the

@@ -233,23 +233,6 @@ func (s *Service) runOps(ctx context.Context, ids []string, from, to work.Status
 	return ops, nil
 }
 
-// wakeNext wakes pending applies after an apply of ws let go of the lock or a
-// slot: those of ws first (the lock), then a few others (the budget), but not
-// except (an apply given back waits for the tick). Pending applies that find
-// the lock busy wait for this wake-up (or the tick's re-send).
-func (s *Service) wakeNext(ctx context.Context, ws string, except ...string) {
-	ids, err := s.nextApplies(ctx, ws, except...)
-	if err != nil {
-		s.log.WarnContext(ctx, "could not list pending applies; the tick will wake them", slog.String("error", err.Error()))
-		return
-	}
-	for _, id := range ids {
-		if err := s.queue.Send(ctx, queue.Message{Kind: string(work.KindApply), ID: id}); err != nil {
-			s.log.WarnContext(ctx, "wake-up not sent", slog.String("next_apply_id", id), slog.String("error", err.Error()))
-		}
-	}
-}
-
 // nextApplies chooses the pending applies to wake when an apply of ws let go
 // of the lock or a slot: up to two of ws (the lock), then up to four others
 // (the budget), oldest first, but not except.

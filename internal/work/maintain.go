@@ -265,3 +265,91 @@ func (m *Maintainer) move(ctx context.Context, pol Policy, it Item, staleBefore 
 	}
 	return nil
 }
+
+// Recover is the start-up pass of a process that owns its store exclusively
+// (`molt serve` holds a lock on its data directory): every claim it finds was
+// held by its previous incarnation, which is gone, so none waits out its
+// timeout. A claim in a Resume status with attempts left is abandoned
+// (Protocol.Abandon) and woken, so the executor takes it over at once; every
+// other claim is requeued, or ended when its attempts are spent, as the tick
+// would a stale one. Then the wake-up of every pending item is sent again (the
+// in-process queue did not survive the restart). Never run it where another
+// process may hold live claims on the same store (Lambda): there the tick's
+// timeouts decide.
+func (m *Maintainer) Recover(ctx context.Context) (Result, error) {
+	var res Result
+	pols, err := m.Policies(ctx)
+	if err != nil {
+		return res, fmt.Errorf("read policies: %w", err)
+	}
+	var errs []error
+	for _, pol := range pols {
+		if err := m.recoverKind(ctx, pol, &res); err != nil {
+			errs = append(errs, fmt.Errorf("recover %s: %w", pol.Kind, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func (m *Maintainer) recoverKind(ctx context.Context, pol Policy, res *Result) error {
+	claimed := pol.Claimed
+	if len(claimed) == 0 {
+		claimed = []Status{StatusRunning}
+	}
+	expired := pol.Expired
+	if expired == "" {
+		expired = StatusTimeout
+	}
+	// Every heartbeat so far is before this: each claim counts as stale.
+	staleBefore := m.Protocol.now().Add(time.Second)
+	for _, st := range claimed {
+		err := m.each(ctx, pol.Kind, st, func(it Item) error {
+			if !it.Active {
+				return nil
+			}
+			if hasStatus(pol.Resume, it.Status) && it.Used() < pol.MaxAttempts {
+				got, err := m.Protocol.Abandon(ctx, it)
+				if molt.ErrorCode(err) == molt.ECONFLICT {
+					res.Raced++
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				it = got
+			}
+			return m.move(ctx, pol, it, staleBefore, expired, res)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return m.each(ctx, pol.Kind, StatusPending, func(it Item) error {
+		if err := m.Queue.Send(ctx, queue.Message{Kind: string(it.Kind), ID: it.ID}); err != nil {
+			return fmt.Errorf("resend %s: %w", it.ID, err)
+		}
+		res.Resent++
+		return nil
+	})
+}
+
+// each calls fn for every item of kind in status st, oldest first.
+func (m *Maintainer) each(ctx context.Context, kind Kind, st Status, fn func(Item) error) error {
+	cursor := ""
+	for {
+		pg, err := m.Protocol.Backend.ListItems(ctx, ListQuery{Kind: kind, Status: st, Oldest: true,
+			Page: page.Query{Cursor: cursor, Limit: page.MaxLimit}})
+		if err != nil {
+			return err
+		}
+		for _, it := range pg.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if pg.Next == "" {
+			return nil
+		}
+		cursor = pg.Next
+	}
+}

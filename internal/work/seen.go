@@ -201,3 +201,29 @@ func (p *Protocol) Patch(ctx context.Context, c Claim, cp ClaimPatch) (Item, err
 	}
 	return it, nil
 }
+
+// Abandon marks the claim of seen, as the caller read it, as stale at once
+// (its heartbeat cleared; status, slot, lock and token kept), for a claimer
+// known to be gone: a process that owns its store exclusively finds, at start,
+// the claims of its previous incarnation (Maintainer.Recover). The executor
+// then takes the claim over (Policy.Resume) or the tick moves it, without
+// waiting out its timeout. ECONFLICT/ReasonChanged when the claim moved on.
+func (p *Protocol) Abandon(ctx context.Context, seen Item) (Item, error) {
+	if !seen.Active || seen.Token == "" {
+		return Item{}, molt.Conflict(ReasonChanged, "%s %s is not claimed", seen.Kind, seen.ID)
+	}
+	now := p.now()
+	opID := p.IDs.NewID()
+	op := UpdateItem{Kind: seen.Kind, ID: seen.ID,
+		If:  Cond{Statuses: []Status{seen.Status}, Attempts: Ptr(seen.Attempts), Token: seen.Token, Active: Ptr(true)},
+		Set: Set{HeartbeatAt: Ptr(time.Time{}), UpdatedAt: now, OpID: opID}}
+	if err := p.commit(ctx, seen.Kind, seen.ID, opID, []Op{op}); err != nil {
+		if _, ok := failedIndex(err); ok {
+			return Item{}, molt.Conflict(ReasonChanged, "%s %s changed since it was read", seen.Kind, seen.ID)
+		}
+		return Item{}, fmt.Errorf("abandon %s %s: %w", seen.Kind, seen.ID, err)
+	}
+	it := seen
+	it.HeartbeatAt, it.UpdatedAt, it.OpID = time.Time{}, now, opID
+	return it, nil
+}

@@ -20,8 +20,9 @@ import (
 // with a queue that records the wake-ups it sends.
 type runner struct {
 	*work.Executor[struct{}]
-	rec  *recorder
-	runs atomic.Int32 // attempts started
+	rec      *recorder
+	prepared atomic.Int32 // Prepare calls (claimable items seen)
+	runs     atomic.Int32 // attempts started
 }
 
 // waitFor bounds a wait in the executor tests: far beyond what the step needs,
@@ -41,12 +42,19 @@ func (e *env) runner(pol work.Policy, fn work.AttemptFunc) *runner {
 		Logger: slog.New(slog.DiscardHandler),
 		Policy: func(context.Context) (work.Policy, struct{}, error) { return pol, struct{}{}, nil },
 		Prepare: func(context.Context, work.Item, work.Policy, struct{}) (work.AttemptFunc, error) {
+			r.prepared.Add(1)
 			return func(ctx context.Context, a *work.Attempt) work.Outcome {
 				r.runs.Add(1)
 				return fn(ctx, a)
 			}, nil
 		}}
 	return r
+}
+
+// writes counts the writes the store was sent (the fault injector sees each).
+func (e *env) writes() int {
+	n, _ := e.faults.Counts()
+	return n
 }
 
 func wakeup(id string) queue.Message { return queue.Message{Kind: string(kindT), ID: id} }
@@ -132,9 +140,11 @@ func testExecutorClaimLost(t *testing.T, open Opener) {
 	it := e.create(kindT, "apply/acme")
 	started := make(chan work.Claim, 1)
 	cause := make(chan error, 1)
+	var lostAt atomic.Int64 // writes sent when the attempt saw its claim lost
 	x := e.runner(work.Policy{Heartbeat: 5 * time.Millisecond}, func(ctx context.Context, a *work.Attempt) work.Outcome {
 		started <- a.Claim
 		<-ctx.Done()
+		lostAt.Store(int64(e.writes()))
 		cause <- context.Cause(ctx)
 		return work.End("done", "must not be written", nil).Waking(wakeup("other"))
 	})
@@ -157,6 +167,10 @@ func testExecutorClaimLost(t *testing.T, open Opener) {
 	}
 	if err := recv(t, handled, "Handle to return"); err != nil {
 		t.Fatalf("handle after a lost claim: %v", err)
+	}
+	// Not even tried: the store would refuse it, but a lost claim writes nothing.
+	if n := int64(e.writes()) - lostAt.Load(); n != 0 {
+		t.Fatalf("%d writes sent after the claim was lost, want none", n)
 	}
 	got := e.get(kindT, it.ID)
 	if got.OpID != claimed.OpID || got.Token != c2.Token || got.Token == c1.Token || got.Status != work.StatusRunning || got.Attempts != 2 {
@@ -318,12 +332,16 @@ func testExecutorOutcomes(t *testing.T, open Opener) {
 	// Leave: nothing written, the error back to the queue.
 	boom := errors.New("store down")
 	var left work.Item
+	var leftAt int
 	leave := e.runner(work.Policy{}, func(ctx context.Context, at *work.Attempt) work.Outcome {
-		left = at.Item
+		left, leftAt = at.Item, e.writes()
 		return work.Leave(boom)
 	})
 	if err := leave.Handle(e.ctx, wakeup(b.ID)); !errors.Is(err, boom) {
 		t.Fatalf("leave: handle returned %v, want %v", err, boom)
+	}
+	if n := e.writes() - leftAt; n != 0 {
+		t.Fatalf("leave sent %d writes, want none", n)
 	}
 	got = e.get(kindT, b.ID)
 	if got.OpID != left.OpID || got.Status != work.StatusRunning || !got.Active || got.Token != left.Token || got.Attempts != 2 {
@@ -522,8 +540,8 @@ func testExecutorRelease(t *testing.T, open Opener) {
 	if err := x.Handle(e.ctx, wakeup(it.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if nested != nil || second.runs.Load() != 0 {
-		t.Fatalf("a wake-up during a live claim: %v, %d attempts run", nested, second.runs.Load())
+	if nested != nil || second.prepared.Load() != 0 || second.runs.Load() != 0 {
+		t.Fatalf("a wake-up during a live claim: %v, prepared %d, %d attempts run", nested, second.prepared.Load(), second.runs.Load())
 	}
 	got := e.get(kindT, it.ID)
 	if got.Status != "syncing" || !got.Active || got.Token != first.Token || got.Attempts != 1 || got.Reason != "publish failed" ||
@@ -536,6 +554,9 @@ func testExecutorRelease(t *testing.T, open Opener) {
 	// No time passes: the released claim is taken over at once.
 	if err := second.Handle(e.ctx, wakeup(it.ID)); err != nil {
 		t.Fatal(err)
+	}
+	if second.prepared.Load() != 1 {
+		t.Fatalf("prepared %d times, want once for the takeover", second.prepared.Load())
 	}
 	a := recv(t, resumed, "the takeover")
 	if !a.Resumed || a.Claim.Attempts != 2 || a.Claim.Token == first.Token || a.Item.Status != "syncing" || string(a.Item.Data) != `{"sha":"abc"}` {

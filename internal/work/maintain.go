@@ -98,6 +98,12 @@ type Result struct {
 // (its store reads, its queue) does not stop the passes of the other kinds; the
 // failures are returned together.
 func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
+	return m.eachKind(ctx, "maintain", m.pass)
+}
+
+// eachKind runs pass for every kind's policy; one kind's failure does not stop
+// the others'.
+func (m *Maintainer) eachKind(ctx context.Context, what string, pass func(context.Context, Policy, *Result) error) (Result, error) {
 	var res Result
 	pols, err := m.Policies(ctx)
 	if err != nil {
@@ -105,8 +111,8 @@ func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 	}
 	var errs []error
 	for _, pol := range pols {
-		if err := m.pass(ctx, pol, &res); err != nil {
-			errs = append(errs, fmt.Errorf("maintain %s: %w", pol.Kind, err))
+		if err := pass(ctx, pol, &res); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, pol.Kind, err))
 		}
 	}
 	return res, errors.Join(errs...)
@@ -277,18 +283,7 @@ func (m *Maintainer) move(ctx context.Context, pol Policy, it Item, staleBefore 
 // process may hold live claims on the same store (Lambda): there the tick's
 // timeouts decide.
 func (m *Maintainer) Recover(ctx context.Context) (Result, error) {
-	var res Result
-	pols, err := m.Policies(ctx)
-	if err != nil {
-		return res, fmt.Errorf("read policies: %w", err)
-	}
-	var errs []error
-	for _, pol := range pols {
-		if err := m.recoverKind(ctx, pol, &res); err != nil {
-			errs = append(errs, fmt.Errorf("recover %s: %w", pol.Kind, err))
-		}
-	}
-	return res, errors.Join(errs...)
+	return m.eachKind(ctx, "recover", m.recoverKind)
 }
 
 func (m *Maintainer) recoverKind(ctx context.Context, pol Policy, res *Result) error {

@@ -158,3 +158,11 @@ func (c Caller) CanChat(ws string) bool {
 
 // IsFull reports whether the caller has full access.
 func (c Caller) IsFull() bool { return c.Token.Level == Full }
+
+// Scope is the one workspace of a scoped caller ("" for a full one).
+func (c Caller) Scope() string {
+	if c.IsFull() {
+		return ""
+	}
+	return c.Token.Workspace
+}

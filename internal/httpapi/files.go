@@ -48,12 +48,9 @@ func surfacePath(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// fileTarget resolves and authorizes the workspace and path of a file route.
-func fileTarget(r *http.Request, c auth.Caller, write bool) (ws, p string, err error) {
+// fileTarget parses the workspace and path of a file route.
+func fileTarget(r *http.Request) (ws, p string, err error) {
 	if ws, err = workspaceName(r, true); err != nil {
-		return "", "", err
-	}
-	if err = authorize(c, ws, write); err != nil {
 		return "", "", err
 	}
 	if p, err = surfacePath(r); err != nil {
@@ -83,18 +80,12 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request, c auth.Caller
 	if err != nil {
 		return err
 	}
-	if err := authorize(c, ws, false); err != nil {
-		return err
-	}
-	if err := s.requireWorkspace(r, ws); err != nil {
-		return err
-	}
-	sf, err := s.surfaces.Read(r.Context(), ws)
+	files, err := s.workspaces.Files(r.Context(), c, ws)
 	if err != nil {
 		return err
 	}
 	out := listResponse[fileJSON]{Items: []fileJSON{}}
-	for _, f := range sf.Stored() {
+	for _, f := range files {
 		out.Items = append(out.Items, toFileJSON(f.File, f.Scope))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -102,14 +93,11 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request, c auth.Caller
 }
 
 func (s *server) getFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	ws, p, err := fileTarget(r, c, false)
+	ws, p, err := fileTarget(r)
 	if err != nil {
 		return err
 	}
-	if err := s.requireWorkspace(r, ws); err != nil {
-		return err
-	}
-	f, scope, err := s.surfaces.File(r.Context(), ws, p)
+	f, scope, err := s.workspaces.File(r.Context(), c, ws, p)
 	if err != nil {
 		return err
 	}
@@ -189,28 +177,21 @@ func contentType(p string) string {
 }
 
 func (s *server) putFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	ws, p, err := fileTarget(r, c, true)
+	ws, p, err := fileTarget(r)
 	if err != nil {
+		return err
+	}
+	// Refused before the body is read.
+	if err := workspace.Authorize(c, ws, true); err != nil {
 		return err
 	}
 	body, err := readBody(w, r, workspace.MaxFileSize)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	created := false
-	switch _, err := s.store.GetFile(ctx, ws, p); {
-	case molt.ErrorCode(err) == molt.ENOTFOUND:
-		created = true
-	case err != nil:
-		return fmt.Errorf("get file %s of %s: %w", p, ws, err)
-	}
-	f, err := s.store.PutFileIf(ctx, workspace.NewFile(ws, p, body, s.clock.Now()), fileMatch(r))
+	f, created, err := s.workspaces.PutFile(r.Context(), c, ws, p, body, fileMatch(r))
 	if err != nil {
-		if molt.ErrorCode(err) == molt.ENOTFOUND {
-			return notFoundWS(ws)
-		}
-		return fmt.Errorf("put file %s of %s: %w", p, ws, err)
+		return err
 	}
 	status := http.StatusOK
 	if created {
@@ -222,18 +203,12 @@ func (s *server) putFile(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 }
 
 func (s *server) deleteFile(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	ws, p, err := fileTarget(r, c, true)
+	ws, p, err := fileTarget(r)
 	if err != nil {
 		return err
 	}
-	if err := s.requireWorkspace(r, ws); err != nil {
+	if err := s.workspaces.DeleteFile(r.Context(), c, ws, p, fileMatch(r)); err != nil {
 		return err
-	}
-	if err := s.store.DeleteFileIf(r.Context(), ws, p, fileMatch(r)); err != nil {
-		if molt.ErrorCode(err) == molt.ENOTFOUND {
-			return molt.NotFound("file %q not found", p)
-		}
-		return fmt.Errorf("delete file %s of %s: %w", p, ws, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -53,19 +53,19 @@ type Config struct {
 }
 
 type server struct {
-	store    store.Store
-	clock    molt.Clock
-	log      *slog.Logger
-	version  string
-	sha      string
-	maxBody  int64
-	chat     *chat.Service
-	runs     *runs.Service
-	applies  *applies.Service
-	settings *settings.Service
-	surfaces *workspace.Surfaces
-	mux      *http.ServeMux
-	patterns []string // every registered pattern, for Routes
+	store      store.Store
+	clock      molt.Clock
+	log        *slog.Logger
+	version    string
+	sha        string
+	maxBody    int64
+	chat       *chat.Service
+	runs       *runs.Service
+	applies    *applies.Service
+	settings   *settings.Service
+	workspaces *workspace.Service
+	mux        *http.ServeMux
+	patterns   []string // every registered pattern, for Routes
 }
 
 // New returns the UI API handler. It panics when c.Store is nil.
@@ -75,7 +75,8 @@ func New(c Config) http.Handler {
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
 	s.settings = &settings.Service{Store: c.Store}
-	s.surfaces = &workspace.Surfaces{Store: c.Store}
+	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
+		Now: func() time.Time { return s.clock.Now() }}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}

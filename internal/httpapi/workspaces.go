@@ -33,7 +33,7 @@ func toWorkspaceJSON(w workspace.Workspace) workspaceJSON {
 
 // notFoundWS is the answer both for an absent workspace and for one the caller
 // may not see.
-func notFoundWS(ws string) error { return molt.NotFound("workspace %q not found", ws) }
+func notFoundWS(ws string) error { return workspace.NotFound(ws) }
 
 func forbidden(format string, args ...any) error {
 	return &molt.Error{Code: molt.EFORBIDDEN, Message: fmt.Sprintf(format, args...)}
@@ -53,19 +53,6 @@ func workspaceName(r *http.Request, allowGlobal bool) (string, error) {
 	return ws, nil
 }
 
-// authorize decides a caller's access to workspace ws (Global: the shared
-// surface, readable by every caller). A workspace the caller may not read is
-// ENOTFOUND; a write without full access is EFORBIDDEN.
-func authorize(c auth.Caller, ws string, write bool) error {
-	if ws != workspace.Global && !c.CanRead(ws) {
-		return notFoundWS(ws)
-	}
-	if write && !c.IsFull() {
-		return forbidden("a %s token cannot change workspaces or files", c.Token.Level)
-	}
-	return nil
-}
-
 func (s *server) listWorkspaces(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	q := r.URL.Query()
 	var pq page.Query
@@ -80,29 +67,14 @@ func (s *server) listWorkspaces(w http.ResponseWriter, r *http.Request, c auth.C
 	if _, _, err := pq.Normalize(); err != nil {
 		return err
 	}
-	out := listResponse[workspaceJSON]{Items: []workspaceJSON{}}
-	if !c.IsFull() {
-		// A scoped token sees only its own workspace, on one page.
-		if pq.Cursor == "" {
-			ws, err := s.store.GetWorkspace(r.Context(), c.Token.Workspace)
-			switch {
-			case err == nil:
-				out.Items = append(out.Items, toWorkspaceJSON(ws))
-			case molt.ErrorCode(err) != molt.ENOTFOUND:
-				return fmt.Errorf("get workspace %s: %w", c.Token.Workspace, err)
-			}
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
-	}
-	p, err := s.store.ListWorkspaces(r.Context(), pq)
+	p, err := s.workspaces.List(r.Context(), c, pq)
 	if err != nil {
-		return fmt.Errorf("list workspaces: %w", err)
+		return err
 	}
+	out := listResponse[workspaceJSON]{Items: []workspaceJSON{}, NextCursor: p.Next}
 	for _, ws := range p.Items {
 		out.Items = append(out.Items, toWorkspaceJSON(ws))
 	}
-	out.NextCursor = p.Next
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -112,15 +84,9 @@ func (s *server) getWorkspace(w http.ResponseWriter, r *http.Request, c auth.Cal
 	if err != nil {
 		return err
 	}
-	if name == workspace.Global {
-		return molt.NotFound(`"global" is the shared surface, not a workspace; see /api/workspaces/global/files`)
-	}
-	if err := authorize(c, name, false); err != nil {
-		return err
-	}
-	ws, err := s.store.GetWorkspace(r.Context(), name)
+	ws, err := s.workspaces.Get(r.Context(), c, name)
 	if err != nil {
-		return fmt.Errorf("get workspace %s: %w", name, err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, toWorkspaceJSON(ws))
 	return nil
@@ -131,7 +97,8 @@ func (s *server) putWorkspace(w http.ResponseWriter, r *http.Request, c auth.Cal
 	if err != nil {
 		return err
 	}
-	if err := authorize(c, name, true); err != nil {
+	// Refused before the body is read.
+	if err := workspace.Authorize(c, name, true); err != nil {
 		return err
 	}
 	body, err := s.readJSON(w, r)
@@ -146,26 +113,9 @@ func (s *server) putWorkspace(w http.ResponseWriter, r *http.Request, c auth.Cal
 			return err
 		}
 	}
-	ctx := r.Context()
-	ws := workspace.Workspace{Name: name} // the store stamps the times
-	if in.Description != nil {
-		if len(*in.Description) > workspace.MaxDescLength {
-			return molt.Invalid("description", "description over %d characters", workspace.MaxDescLength)
-		}
-		ws.Description = *in.Description
-	} else {
-		// Without a description, an update keeps the one it has.
-		old, err := s.store.GetWorkspace(ctx, name)
-		switch {
-		case err == nil:
-			ws.Description = old.Description
-		case molt.ErrorCode(err) != molt.ENOTFOUND:
-			return fmt.Errorf("get workspace %s: %w", name, err)
-		}
-	}
-	saved, created, err := s.store.PutWorkspace(ctx, ws)
+	saved, created, err := s.workspaces.Put(r.Context(), c, name, in.Description)
 	if err != nil {
-		return fmt.Errorf("put workspace %s: %w", name, err)
+		return err
 	}
 	status := http.StatusOK
 	if created {
@@ -180,11 +130,8 @@ func (s *server) deleteWorkspace(w http.ResponseWriter, r *http.Request, c auth.
 	if err != nil {
 		return err
 	}
-	if err := authorize(c, name, true); err != nil {
+	if err := s.workspaces.Delete(r.Context(), c, name); err != nil {
 		return err
-	}
-	if err := s.store.DeleteWorkspace(r.Context(), name); err != nil {
-		return fmt.Errorf("delete workspace %s: %w", name, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

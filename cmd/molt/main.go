@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/awsbackend"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/obs"
 )
@@ -47,6 +49,7 @@ const usage = `usage:
   molt serve [--addr 127.0.0.1:8080] [--data ./.molt] [--tick 10s]
   molt token create --level full|workspace|readonly [--workspace WS] [--name NAME] [--data DIR]
   molt invoke <function> --event FILE [--data DIR]
+  molt resolve --workspace WS [--data DIR] 'message'   (how a message would route; nothing is sent)
   molt bootstrap
   molt version`
 
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return token(ctx, args[1:], stdout, logger)
 	case "invoke":
 		return invoke(ctx, args[1:], stdout, logger)
+	case "resolve":
+		return resolve(ctx, args[1:], stdout, logger)
 	case "bootstrap":
 		cfg := app.ConfigFromEnv(os.Environ())
 		return awsbackend.Bootstrap(ctx, cfg, app.Kinds(), stdout)
@@ -186,4 +191,34 @@ func invoke(ctx context.Context, args []string, stdout io.Writer, logger *slog.L
 	}
 	fmt.Fprintln(stdout, string(out))
 	return nil
+}
+
+// resolve prints, as JSON, how a message would route in a workspace
+// (delegate.Resolve over its agents and registered remotes); it dispatches
+// nothing.
+func resolve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("resolve", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace whose agents and remotes are the targets")
+	data := fs.String("data", "", "data directory (default ./.molt or MOLT_DATA)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ws == "" || fs.NArg() != 1 {
+		return fmt.Errorf("usage: molt resolve --workspace WS 'message'")
+	}
+	a, err := open(ctx, *data, logger)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if _, err := a.Store.GetWorkspace(ctx, *ws); err != nil {
+		return fmt.Errorf("workspace %s: %w", *ws, err)
+	}
+	reg, err := a.Delegate.Registry(ctx, *ws)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(delegate.Resolve(fs.Arg(0), reg))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
@@ -237,5 +240,40 @@ func TestInvoke(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"token", "create", "--level", "root", "--data", dir}, &out, io.Discard); err == nil {
 		t.Fatal("bad level accepted")
+	}
+}
+
+// TestResolve: molt resolve prints how a message routes against a
+// workspace's agents, without dispatching it.
+func TestResolve(t *testing.T) {
+	t.Setenv("MOLT_BACKEND", "")
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, err := open(ctx, dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Store.PutWorkspace(ctx, workspace.Workspace{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Store.PutFile(ctx, workspace.NewFile("acme", "agents/reviewer/AGENT.md", []byte("You review."), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	for _, c := range []struct{ text, want string }{
+		{"Have the reviewer look at this", `"decision": "dispatch"`},
+		{"`have the reviewer look at this`", `"decision": "local"`},
+		{"@nobody hi", `"reason": "unknown_target"`},
+	} {
+		out := &syncBuffer{}
+		if err := run(ctx, []string{"resolve", "--workspace", "acme", "--data", dir, c.text}, out, io.Discard); err != nil {
+			t.Fatalf("resolve %q: %v", c.text, err)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Fatalf("resolve %q printed %s, want %s", c.text, out.String(), c.want)
+		}
+	}
+	if err := run(ctx, []string{"resolve", "--workspace", "nosuch", "--data", dir, "hi"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("resolve in a missing workspace succeeded")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
+	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/evolution/offlineevo"
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/memqueue"
@@ -20,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // App is molt's wired-up dependencies. Build it once per process (outside a
@@ -43,6 +45,8 @@ type App struct {
 	// Applies runs evolution applies: the apply worker, rollback, the auto-apply
 	// notices and retention.
 	Applies *applies.Service
+	// Delegate is the delegation registry and resolver (internal/delegate).
+	Delegate *delegate.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -112,6 +116,8 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs.Register(a.Chat)
 	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
+	a.Delegate = &delegate.Service{Store: a.Store, Protocol: a.Protocol,
+		Surfaces: &workspace.Surfaces{Store: a.Store, Builtin: chat.Builtin()}}
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -133,7 +139,8 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
+		Delegate: a.Delegate})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with

@@ -67,7 +67,7 @@ var (
 		// Also accepted at the top level, as under model:.
 		"maxTokens": true, "promptCaching": true, "thinking": true, "verbosity": true,
 	}
-	agentManualKeys      = map[string]bool{"priority": true, "team": true, "internal": true, "name": true}
+	agentManualKeys      = map[string]bool{"priority": true, "team": true, "internal": true, "name": true, "aliases": true, "delegation": true}
 	modelCapabilityKeys  = map[string]bool{"id": true, "maxTokens": true, "promptCaching": true, "thinking": true, "verbosity": true}
 	modelManualKeys      = map[string]bool{"provider": true, "endpoint": true}
 	skillPromptKeys      = map[string]bool{"name": true, "description": true}

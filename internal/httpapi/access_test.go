@@ -187,6 +187,8 @@ func TestAccessMatrix(t *testing.T) {
 	e.drain()
 	runID := e.run()
 	applyID := e.apply()
+	remote := `{"card_url":"https://billing.example/.well-known/agent-card.json","token_ref":"env:BILLING_TOKEN"}`
+	e.call(201, req{method: "PUT", path: "/api/workspaces/acme/remotes/billing", token: e.full, body: remote})
 	missingID := (&molt.SortableIDs{}).NewID()
 
 	type row struct {
@@ -232,6 +234,24 @@ func TestAccessMatrix(t *testing.T) {
 				return p
 			}},
 		{pattern: "GET /api/settings", want: fullOnly(200), path: static("/api/settings")},
+		{pattern: "GET /api/workspaces/{ws}/remotes", want: writeWS(200), path: static("/api/workspaces/acme/remotes"),
+			missing: "/api/workspaces/nosuch/remotes"},
+		{pattern: "PUT /api/workspaces/{ws}/remotes/{name}", want: writeWS(200), path: static("/api/workspaces/acme/remotes/billing"),
+			missing: "/api/workspaces/nosuch/remotes/billing", body: remote},
+		{pattern: "GET /api/workspaces/{ws}/remotes/{name}", want: writeWS(200), path: static("/api/workspaces/acme/remotes/billing"),
+			missing: "/api/workspaces/nosuch/remotes/billing"},
+		{pattern: "DELETE /api/workspaces/{ws}/remotes/{name}", want: writeWS(204), mutates: true,
+			missing: "/api/workspaces/nosuch/remotes/billing",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/workspaces/acme/remotes/billing"
+				}
+				name := e.fresh("remote")
+				e.call(201, req{method: "PUT", path: "/api/workspaces/acme/remotes/" + name, token: e.full, body: remote})
+				return "/api/workspaces/acme/remotes/" + name
+			}},
+		{pattern: "POST /api/workspaces/{ws}/resolve", want: readWS(200), path: static("/api/workspaces/acme/resolve"),
+			missing: "/api/workspaces/nosuch/resolve", body: `{"text":"@billing what is my balance?"}`},
 		{pattern: "PUT /api/settings", want: fullOnly(200), path: static("/api/settings"), body: `{"general":{"language":"en-US"}}`},
 
 		{pattern: "POST /api/workspaces/{ws}/sessions", want: chatWS(201), path: static("/api/workspaces/acme/sessions"),
@@ -463,6 +483,8 @@ func TestJSONKeysStrict(t *testing.T) {
 	sid := e.session(e.wsTok)
 	runID := e.run()
 	applyID := e.apply()
+	remote := `{"card_url":"https://billing.example/.well-known/agent-card.json","token_ref":"env:BILLING_TOKEN"}`
+	e.call(201, req{method: "PUT", path: "/api/workspaces/acme/remotes/billing", token: e.full, body: remote})
 	for _, tc := range []struct{ method, path, body, field string }{
 		{"PUT", "/api/workspaces/acme", `{"Description":"x"}`, "Description"},
 		{"PUT", "/api/workspaces/acme", `{"description":"a","description":"b"}`, "description"},

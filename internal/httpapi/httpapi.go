@@ -21,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
+	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
@@ -50,6 +51,9 @@ type Config struct {
 	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
 	// those routes out.
 	Applies *applies.Service
+	// Delegate is the delegation registry behind /api/workspaces/{ws}/remotes
+	// and /resolve; nil leaves those routes out.
+	Delegate *delegate.Service
 }
 
 type server struct {
@@ -64,6 +68,7 @@ type server struct {
 	applies    *applies.Service
 	settings   *settings.Service
 	workspaces *workspace.Service
+	delegate   *delegate.Service
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -73,7 +78,8 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
+		delegate: c.Delegate}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -142,6 +148,9 @@ func (s *server) routes() {
 	}
 	if s.applies != nil {
 		s.applyRoutes()
+	}
+	if s.delegate != nil {
+		s.remoteRoutes()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/molt-dev/molt/internal/a2a"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -50,6 +51,10 @@ type Config struct {
 	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
 	// those routes out.
 	Applies *applies.Service
+	// A2A serves the A2A agents (/a2a/{ws}/{agent}, its card, the root card);
+	// nil leaves those routes out. Its routes answer JSON-RPC, not problems,
+	// and authenticate themselves: they are not in Routes.
+	A2A *a2a.Handler
 }
 
 type server struct {
@@ -62,6 +67,7 @@ type server struct {
 	chat       *chat.Service
 	runs       *runs.Service
 	applies    *applies.Service
+	a2a        *a2a.Handler
 	settings   *settings.Service
 	workspaces *workspace.Service
 	mux        *http.ServeMux
@@ -73,7 +79,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies, a2a: c.A2A}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -142,6 +148,14 @@ func (s *server) routes() {
 	}
 	if s.applies != nil {
 		s.applyRoutes()
+	}
+	if s.a2a != nil {
+		s.a2a.Routes(func(pattern string, fn http.HandlerFunc) {
+			s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
+				fn(w, r)
+				return nil
+			}))
+		})
 	}
 }
 

@@ -5,14 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -24,9 +27,12 @@ type env struct {
 }
 
 // setup runs molt serve's wiring on a free port with a workspace acme.
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { t.Helper(); return setupWith(t, nil) }
+
+func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 	t.Helper()
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 10 * time.Second}
+	cfg.Chat.BeforeFinish = beforeFinish
 	d, err := localbackend.Open(cfg, molt.SystemClock{}, &molt.SortableIDs{})
 	if err != nil {
 		t.Fatal(err)
@@ -314,5 +320,47 @@ func TestErrorCodes(t *testing.T) {
 				t.Errorf("error %+v, want code %d", r.Error, c.want)
 			}
 		})
+	}
+}
+
+// TestCancelRunning: a cancel of a running task ends it at once (canceled),
+// the attempt writes nothing, and the context's next task still runs.
+func TestCancelRunning(t *testing.T) {
+	hold := make(chan struct{})
+	started := make(chan string, 4)
+	var once sync.Once
+	e := setupWith(t, func(tc chat.TurnContext) error {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		started <- tc.Turn.ID
+		<-hold
+		return errors.New("held")
+	})
+	defer close(hold)
+	r := e.rpc("1.0", "SendMessage", map[string]any{"message": userMsg("slow", nil), "configuration": map[string]any{"returnImmediately": true}})
+	var sent struct{ Task wireTask }
+	_ = json.Unmarshal(r.Result, &sent)
+	if id := <-started; id != sent.Task.ID {
+		t.Fatalf("held turn %s, sent %s", id, sent.Task.ID)
+	}
+	r = e.rpc("1.0", "CancelTask", map[string]any{"id": sent.Task.ID})
+	var got wireTask
+	_ = json.Unmarshal(r.Result, &got)
+	if r.Error != nil || got.Status.State != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel of a running task: %s %+v", r.Result, r.Error)
+	}
+	r = e.rpc("1.0", "SendMessage", map[string]any{"message": userMsg("next", map[string]any{"contextId": sent.Task.ContextID})})
+	var next struct{ Task wireTask }
+	_ = json.Unmarshal(r.Result, &next)
+	if r.Error != nil || next.Task.Status.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("next task after a cancel: %s %+v", r.Result, r.Error)
+	}
+	r = e.rpc("1.0", "GetTask", map[string]any{"id": sent.Task.ID})
+	_ = json.Unmarshal(r.Result, &got)
+	if got.Status.State != "TASK_STATE_CANCELED" || len(got.History) != 1 {
+		t.Errorf("canceled task later: %s", r.Result)
 	}
 }

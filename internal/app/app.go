@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"github.com/molt-dev/molt/internal/a2a"
 	"log/slog"
 	"net/http"
 
@@ -140,7 +141,14 @@ func (a *App) Workers() []Worker { return a.workers }
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
-		Delegate: a.Delegate})
+		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS)})
+}
+
+// A2A returns the A2A endpoint; streaming says whether the server in front
+// of it passes SSE through (molt serve, a function URL; not API Gateway).
+func (a *App) A2A(streaming bool) *a2a.Handler {
+	return a2a.New(a2a.Config{Store: a.Store, Chat: a.Chat, Clock: a.Clock, Logger: a.Logger,
+		BlockWait: a.Config.A2AWait, Streaming: streaming, StreamURL: a.Config.A2AStreamURL})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -32,6 +33,11 @@ type Config struct {
 	Runs runs.Config
 	// Applies tunes rollback and retention (zero fields: defaults); see applies.Config.
 	Applies applies.Config
+	// A2AWait bounds a blocking A2A SendMessage (default 25 s, under API
+	// Gateway's 30 s); A2AStreamURL is the base URL of the streaming function
+	// URL, listed in agent cards.
+	A2AWait      time.Duration
+	A2AStreamURL string
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -47,6 +53,8 @@ const (
 	EnvTurnBudget    = "MOLT_TURN_BUDGET"    // turns running at once (default 32)
 	EnvTurnTimeout   = "MOLT_TURN_TIMEOUT"   // heartbeat staleness of a turn, e.g. 3m
 	EnvCompactTokens = "MOLT_COMPACT_TOKENS" // transcript tokens that trigger compaction
+	EnvA2AWait       = "MOLT_A2A_WAIT"       // the bound of a blocking A2A send, e.g. 25s
+	EnvA2AStreamURL  = "MOLT_A2A_STREAM_URL" // the streaming function URL's base
 )
 
 // ConfigFromEnv reads the configuration from environment variables (environ is
@@ -67,6 +75,14 @@ func ConfigFromEnv(environ []string) Config {
 	}
 	if env["AWS_LAMBDA_FUNCTION_NAME"] != "" {
 		c.Backend = BackendAWS
+	}
+	c.A2AStreamURL = env[EnvA2AStreamURL]
+	if v := strings.TrimSpace(env[EnvA2AWait]); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 15*time.Minute {
+			c.envErr = errors.Join(c.envErr, molt.Invalid(EnvA2AWait, "%s must be a duration between 1s and 15m", EnvA2AWait))
+		}
+		c.A2AWait = d
 	}
 	if c.Backend == "" {
 		c.Backend = BackendLocal

@@ -55,6 +55,8 @@ type Service struct {
 	exec     *work.Executor[struct{}] // the turn kind's lifecycle (Handle)
 	surfaces *workspace.Surfaces
 
+	running attempts // this process's running attempts, for CancelTurn
+
 	mu          sync.RWMutex
 	commands    map[string]Command
 	onCompacted CompactedHook

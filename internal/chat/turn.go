@@ -19,6 +19,10 @@ const (
 	// misconfigured, session deleted); a system message says why in the same write
 	// when the session still exists.
 	StatusFailed work.Status = "failed"
+	// StatusCanceled: a client cancelled the turn (an A2A CancelTask) while it
+	// was pending or running (CancelTurn); a running attempt loses its claim
+	// and writes nothing.
+	StatusCanceled work.Status = "canceled"
 	// work.StatusTimeout: the tick found the turn's heartbeat stale with its
 	// attempts spent.
 )

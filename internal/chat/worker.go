@@ -88,6 +88,8 @@ func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, _ st
 		}
 	}
 	return func(ctx context.Context, a *work.Attempt) work.Outcome {
+		ctx, done := s.running.track(ctx, it.ID)
+		defer done()
 		return s.attempt(obs.With(ctx, slog.String("session_id", d.SessionID)), a, d, sess, msgs)
 	}, nil
 }

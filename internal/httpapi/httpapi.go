@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/molt-dev/molt/internal/a2a"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -54,6 +55,10 @@ type Config struct {
 	// Delegate is the delegation registry behind /api/workspaces/{ws}/remotes
 	// and /resolve; nil leaves those routes out.
 	Delegate *delegate.Service
+	// A2A serves the A2A agents (/a2a/{ws}/{agent}, its card, the root card);
+	// nil leaves those routes out. Its routes answer JSON-RPC, not problems,
+	// and authenticate themselves: they are not in Routes.
+	A2A *a2a.Handler
 }
 
 type server struct {
@@ -66,6 +71,7 @@ type server struct {
 	chat       *chat.Service
 	runs       *runs.Service
 	applies    *applies.Service
+	a2a        *a2a.Handler
 	settings   *settings.Service
 	workspaces *workspace.Service
 	delegate   *delegate.Service
@@ -79,7 +85,7 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		delegate: c.Delegate}
+		delegate: c.Delegate, a2a: c.A2A}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -151,6 +157,14 @@ func (s *server) routes() {
 	}
 	if s.delegate != nil {
 		s.remoteRoutes()
+	}
+	if s.a2a != nil {
+		s.a2a.Routes(func(pattern string, fn http.HandlerFunc) {
+			s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
+				fn(w, r)
+				return nil
+			}))
+		})
 	}
 }
 

@@ -22,7 +22,17 @@ const (
 type Settings struct {
 	General   General   `json:"general"`
 	Evolution Evolution `json:"evolution"`
+	A2A       A2A       `json:"a2a"`
 }
+
+// A2A settings.
+type A2A struct {
+	// DefaultAgent ("ws/agent", or "") is the agent whose card the root
+	// /.well-known/agent-card.json serves; unset, that address is 404.
+	DefaultAgent string `json:"default_agent"`
+}
+
+var defaultAgentRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$`)
 
 // General settings.
 type General struct {
@@ -79,6 +89,9 @@ func (s Settings) Validate() error {
 	}
 	if len(s.General.Language) > 35 || !bcp47.MatchString(s.General.Language) {
 		return molt.Invalid("general.language", "general.language must be a BCP-47 tag")
+	}
+	if d := s.A2A.DefaultAgent; d != "" && !defaultAgentRe.MatchString(d) {
+		return molt.Invalid("a2a.default_agent", "a2a.default_agent must be \"workspace/agent\" or empty")
 	}
 	switch e.Level {
 	case L0, L1, L2, L3:

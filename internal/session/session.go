@@ -59,6 +59,9 @@ type Session struct {
 	Title       string    `json:"title"`
 	TitleSource string    `json:"title_source"` // "", manual, auto
 	TitleRev    int       `json:"title_rev"`    // bumped by every title change
+	// NamingSeq is the message seq the newest naming job was asked for (0:
+	// none); RequestNaming moves it, and it names that job (see naming).
+	NamingSeq int `json:"naming_seq"`
 	Access      string    `json:"access"`       // full, workspace, readonly
 	External    bool      `json:"external"`     // input ever came from outside (A2A, webhook)
 	Parent      string    `json:"parent,omitempty"`

@@ -87,7 +87,9 @@ func (op SaveTitle) Validate() error {
 }
 
 // Writes names the session, not shared: no other op of the commit may write it.
-func (op RequestNaming) Writes() []work.Record { return []work.Record{{Key: "session " + op.SessionID}} }
+func (op RequestNaming) Writes() []work.Record {
+	return []work.Record{{Key: "session " + op.SessionID}}
+}
 
 // Writes names the session, not shared: no other op of the commit may write it.
 func (op SaveTitle) Writes() []work.Record { return []work.Record{{Key: "session " + op.SessionID}} }

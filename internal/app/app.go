@@ -15,6 +15,7 @@ import (
 	"github.com/molt-dev/molt/internal/memqueue"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
@@ -43,6 +44,8 @@ type App struct {
 	// Applies runs evolution applies: the apply worker, rollback, the auto-apply
 	// notices and retention.
 	Applies *applies.Service
+	// Naming names sessions in the background after their replies.
+	Naming *naming.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -80,6 +83,9 @@ type Deps struct {
 	// model with its evolution answers (offlineevo). Both backends
 	// build it from MOLT_MODEL (internal/app/modelenv).
 	Model model.Model
+	// Models returns the model a naming.model setting names (the backends build
+	// it as MOLT_MODEL would); nil: naming.model is ignored.
+	Models func(name string) (model.Model, error)
 }
 
 // New wires an App on deps.
@@ -112,6 +118,9 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs.Register(a.Chat)
 	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
+	a.Naming = naming.New(naming.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
+		Models: d.Models, Clock: clock, Logger: logger}, cfg.Naming)
+	a.Chat.HandleReplied(a.Naming.Replied)
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -133,7 +142,7 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies, Naming: a.Naming})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with
@@ -216,5 +225,9 @@ var registry = []struct {
 	}},
 	{kind: work.KindApply, build: func(a *App) Worker {
 		return Worker{Kind: work.KindApply, Handler: a.Applies, Policy: a.Applies.Policy}
+	}},
+	{kind: work.KindNaming, build: func(a *App) Worker {
+		return Worker{Kind: work.KindNaming, Handler: a.Naming,
+			Policy: func(settings.Settings) work.Policy { return a.Naming.Policy() }}
 	}},
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/runs"
 )
 
@@ -32,6 +33,8 @@ type Config struct {
 	Runs runs.Config
 	// Applies tunes rollback and retention (zero fields: defaults); see applies.Config.
 	Applies applies.Config
+	// Naming tunes the naming worker (zero fields: defaults); see naming.Config.
+	Naming naming.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }

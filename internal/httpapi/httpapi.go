@@ -22,6 +22,7 @@ import (
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
@@ -50,6 +51,9 @@ type Config struct {
 	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
 	// those routes out.
 	Applies *applies.Service
+	// Naming is background chat naming behind POST /api/sessions/{id}/name and
+	// the naming state of GET /api/sessions/{id}; nil leaves them out.
+	Naming *naming.Service
 }
 
 type server struct {
@@ -62,6 +66,7 @@ type server struct {
 	chat     *chat.Service
 	runs     *runs.Service
 	applies  *applies.Service
+	naming   *naming.Service
 	settings *settings.Service
 	surfaces *workspace.Surfaces
 	mux      *http.ServeMux
@@ -73,7 +78,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies, naming: c.Naming}
 	s.settings = &settings.Service{Store: c.Store}
 	s.surfaces = &workspace.Surfaces{Store: c.Store}
 	if s.clock == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/molt-dev/molt/internal/memqueue"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
@@ -48,6 +49,8 @@ type App struct {
 	Applies *applies.Service
 	// Delegate is the delegation registry and resolver (internal/delegate).
 	Delegate *delegate.Service
+	// Naming names sessions in the background after their replies.
+	Naming *naming.Service
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -85,6 +88,9 @@ type Deps struct {
 	// model with its evolution answers (offlineevo). Both backends
 	// build it from MOLT_MODEL (internal/app/modelenv).
 	Model model.Model
+	// Models returns the model a naming.model setting names (the backends build
+	// it as MOLT_MODEL would); nil: naming.model is ignored.
+	Models func(name string) (model.Model, error)
 }
 
 // New wires an App on deps.
@@ -119,6 +125,9 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
 	a.Delegate = &delegate.Service{Store: a.Store, Protocol: a.Protocol,
 		Surfaces: &workspace.Surfaces{Store: a.Store, Builtin: chat.Builtin()}}
+	a.Naming = naming.New(naming.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
+		Models: d.Models, Clock: clock, Logger: logger}, cfg.Naming)
+	a.Chat.HandleReplied(a.Naming.Replied)
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -141,7 +150,7 @@ func (a *App) Workers() []Worker { return a.workers }
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
-		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS)})
+		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS), Naming: a.Naming})
 }
 
 // A2A returns the A2A endpoint; streaming says whether the server in front
@@ -231,5 +240,9 @@ var registry = []struct {
 	}},
 	{kind: work.KindApply, build: func(a *App) Worker {
 		return Worker{Kind: work.KindApply, Handler: a.Applies, Policy: a.Applies.Policy}
+	}},
+	{kind: work.KindNaming, build: func(a *App) Worker {
+		return Worker{Kind: work.KindNaming, Handler: a.Naming,
+			Policy: func(settings.Settings) work.Policy { return a.Naming.Policy() }}
 	}},
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/runs"
 )
 
@@ -38,6 +39,8 @@ type Config struct {
 	// URL, listed in agent cards.
 	A2AWait      time.Duration
 	A2AStreamURL string
+	// Naming tunes the naming worker (zero fields: defaults); see naming.Config.
+	Naming naming.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }

@@ -40,6 +40,7 @@ func NewApp(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App,
 	if d.Model, err = modelenv.FromEnv(ctx, os.Getenv, awsenv.Load); err != nil {
 		return nil, err
 	}
+	d.Models = modelenv.Named(os.Getenv, awsenv.Load)
 	return app.New(cfg, d, logger), nil
 }
 

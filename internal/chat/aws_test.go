@@ -68,6 +68,7 @@ func newAWSHarness(t *testing.T, cfg chat.Config) *harness {
 	}
 	a := app.New(acfg, app.Deps{Store: cs, Blobs: blobs, Queue: sqsqueue.New(sq, acfg.Queues), Clock: clock, IDs: ids, Model: cm},
 		slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	a.Chat.HandleReplied(nil) // the turn alone, as newHarness
 	h := &harness{t: t, app: a, store: cs, clock: clock, model: cm, ctx: ctx}
 	if _, _, err := cs.PutWorkspace(ctx, workspace.Workspace{Name: "acme"}); err != nil {
 		t.Fatalf("put workspace: %v", err)

@@ -71,3 +71,27 @@ func (s *Service) compactedEffect(ctx context.Context, it work.Item, sess sessio
 	}
 	return ops, eff.After
 }
+
+// RepliedHook is called once after a turn's final write committed its reply
+// (status done, the session still there), with the session as that write saw
+// it and the seq of the reply's last message. It runs after the write, so it
+// never delays or endangers the reply; background naming registers it to ask
+// for a naming job. It should not block for long: the turn's wake-up of the
+// session's next turn waits for it.
+type RepliedHook func(ctx context.Context, sess session.Session, replySeq int)
+
+// HandleReplied registers the reply hook. Register it before serving.
+func (s *Service) HandleReplied(fn RepliedHook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReplied = fn
+}
+
+func (s *Service) replied(ctx context.Context, sess session.Session, replySeq int) {
+	s.mu.RLock()
+	fn := s.onReplied
+	s.mu.RUnlock()
+	if fn != nil && sess.ID != "" && replySeq > 0 {
+		fn(ctx, sess, replySeq)
+	}
+}

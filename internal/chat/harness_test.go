@@ -200,6 +200,10 @@ func newHarness(t testing.TB, o options) *harness {
 	cm := &ctlModel{inner: inner}
 	d.Store, d.Clock, d.IDs, d.Model = cs, clock, ids, cm
 	a := app.New(cfg, d, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	// The turn alone: background naming (its own kind, tested in
+	// internal/naming) is not asked for after these replies, so request
+	// counts and title revisions are the turn's.
+	a.Chat.HandleReplied(nil)
 	t.Cleanup(func() { _ = a.Close() })
 	for _, tool := range o.tools {
 		if err := a.Chat.Tools().Register(tool); err != nil {

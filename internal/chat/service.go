@@ -60,6 +60,7 @@ type Service struct {
 	mu          sync.RWMutex
 	commands    map[string]Command
 	onCompacted CompactedHook
+	onReplied   RepliedHook
 }
 
 var _ queue.Handler = (*Service)(nil)

@@ -357,6 +357,9 @@ func (s *Service) finish(ctx context.Context, it work.Item, d TurnData, sess ses
 			slog.Int("input_tokens", nd.InputTokens), slog.Int("output_tokens", nd.OutputTokens),
 			slog.Bool("step_limit", out.stepLimit))
 		s.wakeNext(ctx, sess.ID, d.UserSeq, msgs, raced)
+		if status == StatusDone && !d.CompactOnly {
+			s.replied(ctx, sess, nd.ReplySeq)
+		}
 	})
 	o.RacedReason = ReasonTooManyRetries
 	return o

@@ -47,6 +47,7 @@ const (
 	attrToolCalls   = "tool_calls"
 	attrToolResults = "tool_results"
 	attrTurnID      = "turn_id"
+	attrNamingSeq   = "naming_seq"
 )
 
 const (
@@ -104,6 +105,7 @@ func decodeSession(m map[string]types.AttributeValue) session.Session {
 		Parent:      getS(m, attrParent),
 		NextSeq:     int(getN(m, attrNextSeq)),
 		SummarySeq:  int(getN(m, attrSummarySeq)),
+		NamingSeq:   int(getN(m, attrNamingSeq)),
 		Summary:     getS(m, attrSummary),
 		CreatedAt:   getTime(m, attrCreatedAt),
 		UpdatedAt:   getTime(m, attrUpdatedAt),
@@ -535,4 +537,46 @@ func (s *Store) sessionFailed(ctx context.Context, g *sessionOps) int {
 		next++
 	}
 	return first
+}
+
+// namingUpdate is the META update of a RequestNaming or SaveTitle op (see their
+// docs): one conditional UpdateItem of the session, conditional on its identity
+// (created_at) and its naming fields, so a delete or a re-creation of the
+// session, a manual rename and a newer request all make it fail.
+func (s *Store) namingUpdate(op work.Op) (types.TransactWriteItem, error) {
+	e := &exprs{}
+	u := &update{e: e}
+	cond := []string{"attribute_exists(" + e.name(attrPK) + ")"}
+	var id string
+	switch op := op.(type) {
+	case session.RequestNaming:
+		id = op.SessionID
+		cond = append(cond, e.name(attrCreatedAt)+" = "+e.value(tnum(op.Created)),
+			"(attribute_not_exists("+e.name(attrNamingSeq)+") OR "+e.name(attrNamingSeq)+" < "+e.value(num(int64(op.Seq)))+")")
+		u.setVal(attrNamingSeq, num(int64(op.Seq)))
+	case session.SaveTitle:
+		id = op.SessionID
+		src := e.name(attrTitleSource)
+		cond = append(cond, e.name(attrCreatedAt)+" = "+e.value(tnum(op.Created)),
+			e.name(attrTitleRev)+" = "+e.value(num(int64(op.IfTitleRev))))
+		if op.OnlyUnset {
+			cond = append(cond, "attribute_not_exists("+src+")")
+		} else {
+			cond = append(cond, "(attribute_not_exists("+src+") OR "+src+" <> "+e.value(str(session.TitleManual))+")")
+		}
+		if op.IfNamingSeq > 0 {
+			cond = append(cond, e.name(attrNamingSeq)+" = "+e.value(num(int64(op.IfNamingSeq))))
+		}
+		u.setStr(attrTitle, op.Title)
+		u.setVal(attrTitleSource, str(session.TitleAuto))
+		u.setVal(attrTitleRev, num(int64(op.IfTitleRev+1)))
+		u.setVal(attrUpdatedAt, tnum(s.now()))
+	default:
+		return types.TransactWriteItem{}, molt.Invalid("ops", "unknown op %T", op)
+	}
+	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: sessionKey(id),
+		UpdateExpression:          aws.String(u.expr()),
+		ConditionExpression:       aws.String(strings.Join(cond, " AND ")),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values}}, nil
 }

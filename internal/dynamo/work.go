@@ -206,6 +206,12 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 		case session.SetSummary:
 			g := group(i, op.SessionID)
 			g.steps = append(g.steps, sessionStep{op: i, summary: &op})
+		case session.RequestNaming, session.SaveTitle:
+			ti, err := s.namingUpdate(op)
+			if err != nil {
+				return txn{}, err
+			}
+			add(i, ti)
 		default:
 			ti, err := s.writeItem(op)
 			if err != nil {

@@ -183,6 +183,7 @@ func TestAccessMatrix(t *testing.T) {
 	// with a finished turn, a run awaiting review and an applied apply.
 	e.call(201, req{method: "PUT", path: "/api/workspaces/acme/files/INSTRUCTIONS.md", token: e.full, body: "# Instructions\n"})
 	sid := e.session(e.wsTok)
+	emptySID := e.session(e.wsTok) // no messages: POST .../name answers 409 no_messages
 	turn := e.call(202, req{method: "POST", path: "/api/sessions/" + sid + "/messages", token: e.wsTok, body: `{"text":"hello"}`})["turn"].(map[string]any)["id"].(string)
 	e.drain()
 	runID := e.run()
@@ -272,6 +273,10 @@ func TestAccessMatrix(t *testing.T) {
 			missing: "/api/sessions/" + missingID + "/messages", body: `{"text":"again"}`},
 		{pattern: "GET /api/sessions/{id}/messages", want: readWS(200), path: static("/api/sessions/" + sid + "/messages"),
 			missing: "/api/sessions/" + missingID + "/messages"},
+		// A fresh session has no messages: every caller allowed to ask meets
+		// the 409 no_messages, after the access check.
+		{pattern: "POST /api/sessions/{id}/name", want: chatWS(409), missing: "/api/sessions/" + missingID + "/name",
+			path: static("/api/sessions/" + emptySID + "/name")},
 		{pattern: "GET /api/turns/{id}", want: readWS(200), path: static("/api/turns/" + turn), missing: "/api/turns/" + missingID},
 
 		{pattern: "GET /api/evolution/runs", want: fullOnly(200), path: static("/api/evolution/runs")},
@@ -372,7 +377,7 @@ func TestAccessMatrix(t *testing.T) {
 			if otherBody == nil {
 				continue
 			}
-			names := []string{"acme", "nosuch", sid, turn, runID, applyID, missingID}
+			names := []string{"acme", "nosuch", sid, emptySID, turn, runID, applyID, missingID}
 			if got, miss := normalize(body, names...), normalize(otherBody, names...); got != miss {
 				t.Errorf("%s as %s: the answer for an existing resource differs from a missing one's:\n  existing: %s\n  missing:  %s",
 					r.pattern, callerNames[c], got, miss)

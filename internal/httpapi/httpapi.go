@@ -24,6 +24,7 @@ import (
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/settings"
@@ -59,6 +60,9 @@ type Config struct {
 	// nil leaves those routes out. Its routes answer JSON-RPC, not problems,
 	// and authenticate themselves: they are not in Routes.
 	A2A *a2a.Handler
+	// Naming is background chat naming behind POST /api/sessions/{id}/name and
+	// the naming state of GET /api/sessions/{id}; nil leaves them out.
+	Naming *naming.Service
 }
 
 type server struct {
@@ -75,6 +79,7 @@ type server struct {
 	settings   *settings.Service
 	workspaces *workspace.Service
 	delegate   *delegate.Service
+	naming     *naming.Service
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -85,7 +90,7 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		delegate: c.Delegate, a2a: c.A2A}
+		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}

@@ -10,6 +10,7 @@ import (
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/page"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
@@ -29,26 +30,35 @@ func (s *server) sessionRoutes() {
 	s.handle("POST /api/sessions/{id}/messages", s.postMessage)
 	s.handle("GET /api/sessions/{id}/messages", s.listMessages)
 	s.handle("GET /api/turns/{id}", s.getTurn)
+	if s.naming != nil {
+		s.handle("POST /api/sessions/{id}/name", s.nameSession)
+	}
 }
 
 // sessionJSON is a session as the API shows it (never its summary).
 type sessionJSON struct {
-	ID           string    `json:"id"`
-	Workspace    string    `json:"workspace"`
-	Agent        string    `json:"agent"`
-	Title        string    `json:"title"`
-	TitleSource  string    `json:"title_source"`
-	TitleRev     int       `json:"title_rev"`
-	Access       string    `json:"access"`
-	External     bool      `json:"external"`
-	Parent       string    `json:"parent,omitempty"`
-	MessageCount int       `json:"message_count"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID          string `json:"id"`
+	Workspace   string `json:"workspace"`
+	Agent       string `json:"agent"`
+	Title       string `json:"title"`
+	TitleSource string `json:"title_source"`
+	TitleRev    int    `json:"title_rev"`
+	// Naming is the state of the session's newest naming job (GET of one session).
+	Naming       *naming.State `json:"naming,omitempty"`
+	Access       string        `json:"access"`
+	External     bool          `json:"external"`
+	Parent       string        `json:"parent,omitempty"`
+	MessageCount int           `json:"message_count"`
+	CreatedAt    time.Time     `json:"created_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
 }
 
 func toSessionJSON(ss session.Session) sessionJSON {
-	return sessionJSON{ID: ss.ID, Workspace: ss.Workspace, Agent: ss.Agent, Title: ss.Title, TitleSource: ss.TitleSource,
+	src := ss.TitleSource
+	if src == session.TitleNone {
+		src = "none"
+	}
+	return sessionJSON{ID: ss.ID, Workspace: ss.Workspace, Agent: ss.Agent, Title: ss.Title, TitleSource: src,
 		TitleRev: ss.TitleRev, Access: ss.Access, External: ss.External, Parent: ss.Parent,
 		MessageCount: max(ss.NextSeq-1, 0), CreatedAt: ss.CreatedAt, UpdatedAt: ss.UpdatedAt}
 }
@@ -172,7 +182,25 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request, c auth.Calle
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toSessionJSON(ss))
+	out := toSessionJSON(ss)
+	if s.naming != nil {
+		st, err := s.naming.StateOf(r.Context(), ss)
+		if err != nil {
+			return err
+		}
+		out.Naming = &st
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// nameSession asks for a new naming attempt (202 with the job's state).
+func (s *server) nameSession(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	it, err := s.naming.NameByHand(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, naming.State{Status: string(it.Status), Reason: it.Reason, At: it.UpdatedAt})
 	return nil
 }
 

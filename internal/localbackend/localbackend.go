@@ -35,6 +35,7 @@ func NewApp(cfg app.Config, logger *slog.Logger) (*app.App, error) {
 		return nil, err
 	}
 	d.Clock, d.IDs, d.Model = clock, ids, m
+	d.Models = modelenv.Named(os.Getenv, awsenv.Load)
 	return app.New(cfg, d, logger), nil
 }
 

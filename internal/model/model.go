@@ -113,6 +113,10 @@ type Model interface {
 // answers with a deterministic summary.
 const SummarizeMarker = "molt:summarize"
 
+// NameMarker starts the system prompt of a naming request: the answer is a
+// short title for the conversation in the messages.
+const NameMarker = "molt:name-session"
+
 // EstimateTokens estimates the number of tokens of s: one token per four bytes,
 // rounded up. It is what compaction budgets and the offline provider use.
 func EstimateTokens(s string) int {

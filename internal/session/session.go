@@ -53,20 +53,23 @@ const (
 
 // Session is a chat session.
 type Session struct {
-	ID          string    `json:"id"`
-	Workspace   string    `json:"workspace"`
-	Agent       string    `json:"agent"`
-	Title       string    `json:"title"`
-	TitleSource string    `json:"title_source"` // "", manual, auto
-	TitleRev    int       `json:"title_rev"`    // bumped by every title change
-	Access      string    `json:"access"`       // full, workspace, readonly
-	External    bool      `json:"external"`     // input ever came from outside (A2A, webhook)
-	Parent      string    `json:"parent,omitempty"`
-	NextSeq     int       `json:"next_seq"`    // the sequence number the next message gets (first is 1)
-	SummarySeq  int       `json:"summary_seq"` // messages with seq <= SummarySeq are replaced by Summary
-	Summary     string    `json:"-"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	ID          string `json:"id"`
+	Workspace   string `json:"workspace"`
+	Agent       string `json:"agent"`
+	Title       string `json:"title"`
+	TitleSource string `json:"title_source"` // "", manual, auto
+	TitleRev    int    `json:"title_rev"`    // bumped by every title change
+	// NamingSeq is the message seq the newest naming job was asked for (0:
+	// none); RequestNaming moves it, and it names that job (see naming).
+	NamingSeq  int       `json:"naming_seq"`
+	Access     string    `json:"access"`   // full, workspace, readonly
+	External   bool      `json:"external"` // input ever came from outside (A2A, webhook)
+	Parent     string    `json:"parent,omitempty"`
+	NextSeq    int       `json:"next_seq"`    // the sequence number the next message gets (first is 1)
+	SummarySeq int       `json:"summary_seq"` // messages with seq <= SummarySeq are replaced by Summary
+	Summary    string    `json:"-"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Message is one entry of a session's log.

@@ -117,6 +117,6 @@ func Prepare(in Session, newID func() string) (Session, error) {
 	if err := ValidateID("id", in.ID); err != nil {
 		return Session{}, err
 	}
-	in.TitleRev, in.NextSeq, in.SummarySeq, in.Summary = 0, 1, 0, ""
+	in.TitleRev, in.NextSeq, in.SummarySeq, in.Summary, in.NamingSeq = 0, 1, 0, "", 0
 	return in, nil
 }

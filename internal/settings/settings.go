@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strings"
+	"unicode"
 
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -23,6 +25,47 @@ type Settings struct {
 	General   General   `json:"general"`
 	Evolution Evolution `json:"evolution"`
 	A2A       A2A       `json:"a2a"`
+	Naming    Naming    `json:"naming"`
+}
+
+// Naming modes.
+const (
+	NamingOnce     = "once"     // name a session once, while it has no title (the default)
+	NamingAlways   = "always"   // rename after every reply, following the conversation
+	NamingDisabled = "disabled" // never name automatically
+)
+
+// Naming is background chat naming: whether sessions are named after their
+// replies, how long one naming job may take in all (the provider's own retries
+// included), and which model names them ("" is the chat model). A workspace
+// may override every key (Overrides).
+type Naming struct {
+	Mode           string `json:"mode"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+	Model          string `json:"model,omitempty"`
+}
+
+// Bounds of naming.timeout_seconds.
+const (
+	MinNamingTimeout = 1
+	MaxNamingTimeout = 300
+)
+
+// Validate returns EINVALID naming the first naming key out of range.
+func (n Naming) Validate() error {
+	switch n.Mode {
+	case NamingOnce, NamingAlways, NamingDisabled:
+	default:
+		return molt.Invalid("naming.mode", "naming.mode must be once, always or disabled")
+	}
+	if n.TimeoutSeconds < MinNamingTimeout || n.TimeoutSeconds > MaxNamingTimeout {
+		return molt.Invalid("naming.timeout_seconds", "naming.timeout_seconds must be between %d and %d",
+			MinNamingTimeout, MaxNamingTimeout)
+	}
+	if len(n.Model) > 200 || strings.ContainsFunc(n.Model, unicode.IsSpace) {
+		return molt.Invalid("naming.model", "naming.model must be a model name without spaces, at most 200 characters")
+	}
+	return nil
 }
 
 // A2A settings.
@@ -66,6 +109,7 @@ func Default() Settings {
 			RunTimeoutMinutes: 12, ApplyTimeoutMinutes: 12, MaxAttempts: 3, HeartbeatSeconds: 60,
 			Triggers: Triggers{PreCompact: true},
 		},
+		Naming: Naming{Mode: NamingOnce, TimeoutSeconds: 45},
 	}
 }
 
@@ -102,6 +146,9 @@ func (s Settings) Validate() error {
 		if r.v < r.lo || r.v > r.hi {
 			return molt.Invalid(r.key, "%s must be between %d and %d", r.key, r.lo, r.hi)
 		}
+	}
+	if err := s.Naming.Validate(); err != nil {
+		return err
 	}
 	// Heartbeats must come well within the claim timeout (at least 4 per timeout).
 	if e.HeartbeatSeconds*4 > e.RunTimeoutMinutes*60 {

@@ -121,6 +121,10 @@ ALTER TABLE items ADD COLUMN expires_at TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE settings ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 `,
+	// 5: the seq the newest naming job of a session was asked for.
+	`
+ALTER TABLE sessions ADD COLUMN naming_seq INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

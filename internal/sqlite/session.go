@@ -74,13 +74,13 @@ func (s *Store) CreateSession(ctx context.Context, in session.Session) (session.
 }
 
 const sessionCols = `id, workspace, agent, title, title_source, title_rev, access, external, parent,
-	next_seq, summary_seq, summary, created_at, updated_at`
+	next_seq, summary_seq, summary, created_at, updated_at, naming_seq`
 
 func scanSession(r scanner) (session.Session, error) {
 	var ss session.Session
 	var created, updated string
 	if err := r.Scan(&ss.ID, &ss.Workspace, &ss.Agent, &ss.Title, &ss.TitleSource, &ss.TitleRev, &ss.Access,
-		&ss.External, &ss.Parent, &ss.NextSeq, &ss.SummarySeq, &ss.Summary, &created, &updated); err != nil {
+		&ss.External, &ss.Parent, &ss.NextSeq, &ss.SummarySeq, &ss.Summary, &created, &updated, &ss.NamingSeq); err != nil {
 		return session.Session{}, err
 	}
 	var err error
@@ -322,4 +322,39 @@ func nilIfEmpty(b []byte) any {
 		return nil
 	}
 	return b
+}
+
+// applyRequestNaming is the RequestNaming op: the session exists, is the one
+// created at op.Created, and its naming_seq is below op.Seq.
+func (s *Store) applyRequestNaming(ctx context.Context, q querier, op session.RequestNaming) (ok bool, err error) {
+	res, err := q.ExecContext(ctx, `UPDATE sessions SET naming_seq = ? WHERE id = ? AND created_at = ? AND naming_seq < ?`,
+		op.Seq, op.SessionID, ts(op.Created), op.Seq)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// applySaveTitle is the SaveTitle op: the session exists, is the one created
+// at op.Created, its title revision is op.IfTitleRev, its title is not
+// manual (with OnlyUnset: not set at all), and with IfNamingSeq its
+// naming_seq is that.
+func (s *Store) applySaveTitle(ctx context.Context, q querier, op session.SaveTitle) (ok bool, err error) {
+	query := `UPDATE sessions SET title = ?, title_source = ?, title_rev = title_rev + 1, updated_at = ?
+		WHERE id = ? AND created_at = ? AND title_rev = ? AND title_source <> ?`
+	args := []any{op.Title, session.TitleAuto, ts(s.clock.Now()), op.SessionID, ts(op.Created), op.IfTitleRev, session.TitleManual}
+	if op.OnlyUnset {
+		query += ` AND title_source = ''`
+	}
+	if op.IfNamingSeq > 0 {
+		query += ` AND naming_seq = ?`
+		args = append(args, op.IfNamingSeq)
+	}
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }

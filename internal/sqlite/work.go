@@ -86,6 +86,10 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 		return s.applyAppend(ctx, q, op)
 	case session.SetSummary:
 		return s.applySummary(ctx, q, op)
+	case session.RequestNaming:
+		return s.applyRequestNaming(ctx, q, op)
+	case session.SaveTitle:
+		return s.applySaveTitle(ctx, q, op)
 	default:
 		return false, molt.Invalid("ops", "unknown op %T", op)
 	}

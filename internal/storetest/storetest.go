@@ -88,6 +88,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Summary", func(t *testing.T) { t.Parallel(); testSummary(t, open) })
 	t.Run("Titles", func(t *testing.T) { t.Parallel(); testTitles(t, open) })
 	t.Run("DeleteSession", func(t *testing.T) { t.Parallel(); testDeleteSession(t, open) })
+	t.Run("NamingOps", func(t *testing.T) { t.Parallel(); testNamingOps(t, open) })
 	t.Run("CreateClaimed", func(t *testing.T) { t.Parallel(); testCreateClaimed(t, open) })
 	t.Run("UpdateSeen", func(t *testing.T) { t.Parallel(); testUpdateSeen(t, open) })
 	t.Run("Patch", func(t *testing.T) { t.Parallel(); testPatch(t, open) })

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -67,4 +68,31 @@ func shorten(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// Named returns a function that builds the model a setting names (naming.model)
+// as FromEnv would build it from MOLT_MODEL=name, with every other variable as
+// getenv has it; each name is built once and kept.
+func Named(getenv func(string) string, awsCfg func(context.Context) (aws.Config, error)) func(name string) (model.Model, error) {
+	var mu sync.Mutex
+	built := map[string]model.Model{}
+	return func(name string) (model.Model, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m, ok := built[name]; ok {
+			return m, nil
+		}
+		env := func(k string) string {
+			if k == EnvModel {
+				return name
+			}
+			return getenv(k)
+		}
+		m, err := FromEnv(context.Background(), env, awsCfg)
+		if err != nil {
+			return nil, err
+		}
+		built[name] = m
+		return m, nil
+	}
 }

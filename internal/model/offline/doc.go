@@ -22,7 +22,14 @@
 //     listing at most the last 8 messages that have text (older ones are counted,
 //     not listed).
 //
-//  3. Tool results. When the last message carries tool results (role "tool"), the
+//  3. Naming. When the system prompt starts with model.NameMarker
+//     ("molt:name-session"), the reply is a title, labelled:
+//
+//     Offline: <the first six words of the first user message, at most 60 characters>
+//
+//     ("Offline: untitled conversation" without a user message).
+//
+//  4. Tool results. When the last message carries tool results (role "tool"), the
 //     reply summarises them, one line each, naming the tool from the assistant
 //     message that called it:
 //
@@ -32,7 +39,7 @@
 //
 //     No tool is called after a tool result, so a runtime's tool loop always ends.
 //
-//  4. Tool trigger. When the request offers tools and the last message is a user
+//  5. Tool trigger. When the request offers tools and the last message is a user
 //     message with one or more lines of the form
 //
 //     /tool <name> <json object>
@@ -45,7 +52,7 @@
 //     or with input that is not a JSON object, is answered with a labelled text
 //     saying so and calls nothing.
 //
-//  5. Echo, for everything else:
+//  6. Echo, for everything else:
 //
 //     [offline model] This is a deterministic offline reply, not a real model.
 //     Messages: N. System prompt: "<first line, at most 80 characters>".

@@ -79,6 +79,9 @@ func builtin(req model.Request) model.Response {
 	if strings.HasPrefix(req.System, model.SummarizeMarker) {
 		return model.Response{Text: summarize(req.Messages)}
 	}
+	if strings.HasPrefix(req.System, model.NameMarker) {
+		return model.Response{Text: title(req.Messages)}
+	}
 	if len(req.Messages) > 0 {
 		last := req.Messages[len(req.Messages)-1]
 		if len(last.ToolResults) > 0 {
@@ -246,4 +249,17 @@ func cut(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// title is the naming answer: "Offline: " and the first words of the first
+// user message.
+func title(msgs []model.Message) string {
+	for _, m := range msgs {
+		if m.Role == model.RoleUser {
+			if words := strings.Fields(m.Text); len(words) > 0 {
+				return "Offline: " + shorten(strings.Join(words[:min(len(words), 6)], " "), 60)
+			}
+		}
+	}
+	return "Offline: untitled conversation"
 }

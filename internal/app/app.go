@@ -131,7 +131,18 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
+		RequestTimeout: a.Config.RequestTimeout,
+		Checks:         []httpapi.Check{{Name: "queue", Run: a.pingQueue}}})
+}
+
+// pingQueue checks that the wake-up queues answer: on SQS one cheap read of each
+// queue's attributes; in process there is nothing to reach.
+func (a *App) pingQueue(ctx context.Context) error {
+	if p, ok := a.Queue.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with

@@ -32,6 +32,9 @@ type Config struct {
 	Runs runs.Config
 	// Applies tunes rollback and retention (zero fields: defaults); see applies.Config.
 	Applies applies.Config
+	// RequestTimeout is every API request's deadline (MOLT_REQUEST_TIMEOUT;
+	// zero: httpapi.DefaultRequestTimeout, 25 s).
+	RequestTimeout time.Duration
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -47,6 +50,8 @@ const (
 	EnvTurnBudget    = "MOLT_TURN_BUDGET"    // turns running at once (default 32)
 	EnvTurnTimeout   = "MOLT_TURN_TIMEOUT"   // heartbeat staleness of a turn, e.g. 3m
 	EnvCompactTokens = "MOLT_COMPACT_TOKENS" // transcript tokens that trigger compaction
+
+	EnvRequestTimeout = "MOLT_REQUEST_TIMEOUT" // deadline of an API request, e.g. 25s
 )
 
 // ConfigFromEnv reads the configuration from environment variables (environ is
@@ -86,8 +91,18 @@ func ConfigFromEnv(environ []string) Config {
 		}
 	}
 	c.Chat, c.envErr = chatFromEnv(env)
+	if v := strings.TrimSpace(env[EnvRequestTimeout]); v != "" && c.envErr == nil {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > maxRequestTimeout {
+			c.envErr = molt.Invalid(EnvRequestTimeout, "%s must be a duration from 1s to %s, such as 25s", EnvRequestTimeout, maxRequestTimeout)
+		}
+		c.RequestTimeout = d
+	}
 	return c
 }
+
+// maxRequestTimeout bounds MOLT_REQUEST_TIMEOUT: API Gateway gives up at 30 s.
+const maxRequestTimeout = 29 * time.Second
 
 // chatFromEnv reads the turn runtime's tuning variables; unset means default.
 func chatFromEnv(env map[string]string) (chat.Config, error) {

@@ -121,6 +121,23 @@ func ValidateSecret(field, secret string) error {
 	return nil
 }
 
+// Plausible reports whether secret has the shape of a token molt could have
+// stored: one NewSecret makes (Prefix and base64url characters) or one an
+// operator may choose (ValidateSecret). Anything else cannot match a stored
+// hash, so it is refused without a store read.
+func Plausible(secret string) bool {
+	if rest, ok := strings.CutPrefix(secret, Prefix); ok && rest != "" && len(secret) <= MaxSecret {
+		for i := 0; i < len(rest); i++ {
+			c := rest[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return ValidateSecret("token", secret) == nil
+			}
+		}
+		return true
+	}
+	return ValidateSecret("token", secret) == nil
+}
+
 // ParseBearer extracts the secret from an Authorization header value. It returns ""
 // when the header is not a well-formed bearer credential.
 func ParseBearer(header string) string {

@@ -30,6 +30,18 @@ import (
 // DefaultMaxBody is the default limit of a JSON request body.
 const DefaultMaxBody = 1 << 20
 
+// DefaultRequestTimeout is the server-side deadline of a request when
+// Config.RequestTimeout is zero: under API Gateway's 30 s integration timeout, so
+// the client gets molt's 503 rather than the gateway's 504.
+const DefaultRequestTimeout = 25 * time.Second
+
+// Check is one dependency GET /health?deep=1 probes: Run returns nil when the
+// dependency answers.
+type Check struct {
+	Name string // "store", "queue"
+	Run  func(ctx context.Context) error
+}
+
 // Config wires the handler. Store is required; every other field has a default.
 type Config struct {
 	Store        store.Store
@@ -48,6 +60,12 @@ type Config struct {
 	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
 	// those routes out.
 	Applies *applies.Service
+	// RequestTimeout is every request's deadline (default DefaultRequestTimeout):
+	// a store that hangs makes the request answer 503 when it passes.
+	RequestTimeout time.Duration
+	// Checks are what GET /health?deep=1 probes besides the store (which it
+	// always reads); nil probes the store only.
+	Checks []Check
 }
 
 type server struct {
@@ -60,6 +78,8 @@ type server struct {
 	chat     *chat.Service
 	runs     *runs.Service
 	applies  *applies.Service
+	timeout  time.Duration
+	checks   []Check
 	mux      *http.ServeMux
 	patterns []string // every registered pattern, for Routes
 }
@@ -69,7 +89,11 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
+		timeout: c.RequestTimeout, checks: c.Checks}
+	if s.timeout <= 0 {
+		s.timeout = DefaultRequestTimeout
+	}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -174,7 +198,10 @@ func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "missing bearer token"}
 	}
 	secret := auth.ParseBearer(h)
-	if secret == "" {
+	if !auth.Plausible(secret) {
+		// Not the shape of any token molt makes or accepts: refused without a
+		// store read, so junk costs nothing and a sick store cannot turn it into
+		// a 5xx.
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "malformed bearer token"}
 	}
 	t, err := s.store.TokenByHash(r.Context(), auth.Hash(secret))
@@ -196,8 +223,48 @@ func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
 	return auth.Caller{Token: t}, nil
 }
 
+// health answers at once from memory; with deep=1 (or true) it also reads the
+// store and runs every Check, and answers 503 naming each that failed.
 func (s *server) health(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version, "sha": s.sha})
+	deep := false
+	switch r.URL.Query().Get("deep") {
+	case "":
+	case "1", "true":
+		deep = true
+	case "0", "false":
+	default:
+		return molt.Invalid("deep", "deep must be 1 or 0")
+	}
+	if !deep {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version, "sha": s.sha})
+		return nil
+	}
+	checks := append([]Check{{Name: "store", Run: func(ctx context.Context) error {
+		_, err := s.store.GetSettings(ctx)
+		return err
+	}}}, s.checks...)
+	type result struct {
+		Status string `json:"status"`
+		Error  string `json:"error,omitempty"`
+	}
+	results := make(map[string]result, len(checks))
+	var failed []string
+	for _, c := range checks {
+		if err := c.Run(r.Context()); err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "health check failed",
+				slog.String("check", c.Name), slog.String("error", err.Error()))
+			// The code, never the cause: it may name hosts and tables.
+			results[c.Name] = result{Status: "failed", Error: molt.ErrorCode(err)}
+			failed = append(failed, c.Name)
+			continue
+		}
+		results[c.Name] = result{Status: "ok"}
+	}
+	if len(failed) > 0 {
+		return &molt.Error{Code: molt.EUNAVAILABLE, Message: "failed: " + strings.Join(failed, ", "),
+			Details: map[string]any{"checks": results, "failed": failed}}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version, "sha": s.sha, "checks": results})
 	return nil
 }
 
@@ -207,7 +274,9 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) error {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := newRequestID(r.Context(), r.Header.Get("X-Request-Id"))
-	ctx := obs.With(context.WithValue(r.Context(), reqIDKey{}, id), slog.String("request_id", id))
+	base, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	ctx := obs.With(context.WithValue(base, reqIDKey{}, id), slog.String("request_id", id))
 	r = r.WithContext(ctx)
 
 	h := w.Header()

@@ -237,11 +237,16 @@ func isBusy(err error) bool {
 	return false
 }
 
-// translate turns SQLite constraint violations into ECONFLICT.
+// translate turns SQLite constraint violations into ECONFLICT, and a statement
+// that stayed busy or locked past the busy timeout into EUNAVAILABLE (its
+// transaction is rolled back: nothing was written).
 func translate(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
 		return &molt.Error{Code: molt.ECONFLICT, Reason: "constraint", Message: "the write conflicts with stored data", Err: err}
+	}
+	if isBusy(err) {
+		return molt.Unavailable(err, "sqlite is busy")
 	}
 	return err
 }

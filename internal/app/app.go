@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/molt-dev/molt/internal/applies"
+	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
@@ -45,6 +46,8 @@ type App struct {
 	// Applies runs evolution applies: the apply worker, rollback, the auto-apply
 	// notices and retention.
 	Applies *applies.Service
+	// Tokens creates, lists and revokes tokens (`molt token`, /api/tokens).
+	Tokens *auth.Tokens
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -110,6 +113,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs.Register(a.Chat)
 	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
+	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -132,8 +136,8 @@ func (a *App) Workers() []Worker { return a.workers }
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
-		RequestTimeout: a.Config.RequestTimeout,
-		Checks:         []httpapi.Check{{Name: "queue", Run: a.pingQueue}}})
+		Tokens: a.Tokens, RequestTimeout: a.Config.RequestTimeout,
+		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}})
 }
 
 // pingQueue checks that the wake-up queues answer: on SQS one cheap read of each

@@ -63,6 +63,9 @@ type Config struct {
 	// RequestTimeout is every request's deadline (default DefaultRequestTimeout):
 	// a store that hangs makes the request answer 503 when it passes.
 	RequestTimeout time.Duration
+	// Tokens creates, lists and revokes tokens behind /api/tokens; nil leaves
+	// those routes out.
+	Tokens *auth.Tokens
 	// Checks are what GET /health?deep=1 probes besides the store (which it
 	// always reads); nil probes the store only.
 	Checks []Check
@@ -78,6 +81,7 @@ type server struct {
 	chat     *chat.Service
 	runs     *runs.Service
 	applies  *applies.Service
+	tokens   *auth.Tokens
 	timeout  time.Duration
 	checks   []Check
 	mux      *http.ServeMux
@@ -90,7 +94,7 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		timeout: c.RequestTimeout, checks: c.Checks}
+		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks}
 	if s.timeout <= 0 {
 		s.timeout = DefaultRequestTimeout
 	}
@@ -160,6 +164,11 @@ func (s *server) routes() {
 	if s.applies != nil {
 		s.applyRoutes()
 	}
+	if s.tokens != nil {
+		s.handle("GET /api/tokens", s.listTokens)
+		s.handle("POST /api/tokens", s.createToken)
+		s.handle("DELETE /api/tokens/{id}", s.revokeToken)
+	}
 }
 
 // authedFunc is a route handler behind authentication. A returned error is sent
@@ -219,7 +228,17 @@ func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
 		return auth.Caller{}, &molt.Error{Code: code, Message: "token lookup failed", Err: errors.New("look up token: " + cause)}
 	case t.Level.Rank() == 0:
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "token has an unknown level"}
+	case t.Revoked():
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "token was revoked"}
 	}
+	if now := s.clock.Now(); now.Sub(t.LastUsedAt) >= auth.TouchEvery {
+		// Best effort: a failed record of use must not fail the request.
+		if err := s.store.TouchToken(r.Context(), t.Hash, now); err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "recording token use failed",
+				slog.String("token_id", t.ID), slog.String("code", molt.ErrorCode(err)))
+		}
+	}
+	t.Hash = ""
 	return auth.Caller{Token: t}, nil
 }
 

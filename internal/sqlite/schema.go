@@ -117,6 +117,12 @@ CREATE TABLE messages (
 	`
 ALTER TABLE items ADD COLUMN expires_at TEXT NOT NULL DEFAULT '';
 `,
+	// 4: token use and revocation; revoke and list find tokens by id.
+	`
+ALTER TABLE tokens ADD COLUMN last_used_at TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN revoked_at TEXT NOT NULL DEFAULT '';
+CREATE INDEX tokens_by_id ON tokens (id);
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

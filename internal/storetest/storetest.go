@@ -74,6 +74,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Workspaces", func(t *testing.T) { t.Parallel(); testWorkspaces(t, open) })
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })
 	t.Run("Tokens", func(t *testing.T) { t.Parallel(); testTokens(t, open) })
+	t.Run("TokenLifecycle", func(t *testing.T) { t.Parallel(); testTokenLifecycle(t, open) })
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
 	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open) })
 	t.Run("Messages", func(t *testing.T) { t.Parallel(); testMessages(t, open) })

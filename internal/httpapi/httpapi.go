@@ -292,10 +292,17 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) error {
 // log line per request.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID(r.Context(), r.Header.Get("X-Request-Id"))
+	clientID := r.Header.Get("X-Request-Id")
+	id := newRequestID(r.Context(), clientID)
 	base, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
-	ctx := obs.With(context.WithValue(base, reqIDKey{}, id), slog.String("request_id", id))
+	attrs := []slog.Attr{slog.String("request_id", id)}
+	if clientID != "" {
+		// Always its own attribute, never mistaken for molt's id; an id that was
+		// refused is logged clipped (the JSON log escapes it).
+		attrs = append(attrs, slog.String("client_request_id", clip(clientID, maxClientID)))
+	}
+	ctx := obs.With(context.WithValue(base, reqIDKey{}, id), attrs...)
 	r = r.WithContext(ctx)
 
 	h := w.Header()
@@ -369,8 +376,10 @@ func checkRawPath(r *http.Request) error {
 
 // checkQuery refuses a query string that url.ParseQuery would partly drop
 // (a bad percent-encoding, a semicolon), so that a malformed parameter is a 400
-// naming it rather than silently read as absent.
+// naming it rather than silently read as absent, and a parameter given twice
+// (handlers read the first; a proxy or a cache may read another).
 func checkQuery(raw string) error {
+	seen := map[string]bool{}
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
@@ -385,26 +394,38 @@ func checkQuery(raw string) error {
 		if _, err := url.QueryUnescape(v); err != nil || strings.Contains(v, ";") {
 			return molt.Invalid(key, "query parameter %s is malformed (bad percent-encoding or a semicolon)", key)
 		}
+		if seen[key] {
+			return molt.Invalid(key, "query parameter %s is given more than once", key)
+		}
+		seen[key] = true
 	}
 	return nil
 }
 
 type reqIDKey struct{}
 
+// maxClientID bounds the client request id the log keeps.
+const maxClientID = 128
+
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(reqIDKey{}).(string)
 	return id
 }
 
-var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
+// reqIDRe is the only shape of client request id molt adopts: nothing that
+// could be a path, a header or a log-injection trick.
+var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// newRequestID returns the caller's X-Request-Id (header) when it is sane, else
-// the Lambda request id, else a random one.
+// lambdaIDRe accepts Lambda's own request ids (UUIDs).
+var lambdaIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
+
+// newRequestID returns the caller's X-Request-Id (header) when it has the safe
+// shape (reqIDRe), else the Lambda request id, else a random one.
 func newRequestID(ctx context.Context, header string) string {
 	if reqIDRe.MatchString(header) {
 		return header
 	}
-	if lc, ok := lambdacontext.FromContext(ctx); ok && reqIDRe.MatchString(lc.AwsRequestID) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lambdaIDRe.MatchString(lc.AwsRequestID) {
 		return lc.AwsRequestID
 	}
 	var b [16]byte

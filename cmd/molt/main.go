@@ -2,6 +2,9 @@
 //
 //	molt serve [--addr 127.0.0.1:8080] [--data ./.molt] [--tick 10s]
 //	molt token create --level full|workspace|readonly [--workspace WS] [--name N] [--data DIR]
+//	molt token list [--data DIR]
+//	molt token revoke ID [--data DIR]
+//	molt token rotate-admin [--data DIR]
 //	molt invoke <function> --event FILE [--data DIR]
 //	molt bootstrap
 //	molt version
@@ -21,7 +24,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/molt-dev/molt/internal/app"
@@ -48,6 +54,9 @@ func main() {
 const usage = `usage:
   molt serve [--addr 127.0.0.1:8080] [--data ./.molt] [--tick 10s]
   molt token create --level full|workspace|readonly [--workspace WS] [--name NAME] [--data DIR]
+  molt token list [--data DIR]
+  molt token revoke ID [--data DIR]
+  molt token rotate-admin [--data DIR]
   molt invoke <function> --event FILE [--data DIR]
   molt resolve --workspace WS [--data DIR] 'message'   (how a message would route; nothing is sent)
   molt bootstrap
@@ -129,33 +138,102 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		Recover: local})
 }
 
+const tokenUsage = "usage: molt token create|list|revoke ID|rotate-admin [--data DIR]"
+
 func token(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("usage: molt token create --level full|workspace|readonly [--workspace WS]")
+	if len(args) == 0 {
+		return errors.New(tokenUsage)
 	}
-	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-	level := fs.String("level", "", "full, workspace or readonly")
-	ws := fs.String("workspace", "", "workspace (required unless --level full)")
-	name := fs.String("name", "", "a name to recognise the token by")
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
 	data := fs.String("data", "", "data directory (default ./.molt or MOLT_DATA)")
-	if err := fs.Parse(args[1:]); err != nil {
+	var level, ws, name *string
+	var id string
+	switch sub {
+	case "create":
+		level = fs.String("level", "", "full, workspace or readonly")
+		ws = fs.String("workspace", "", "workspace (required unless --level full; it must exist)")
+		name = fs.String("name", "", "a name to recognise the token by")
+	case "revoke":
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			id, args = args[0], args[1:]
+		}
+	case "list", "rotate-admin":
+	default:
+		return errors.New(tokenUsage)
+	}
+	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if sub == "revoke" && id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return errors.New(tokenUsage)
+	}
+	if sub == "revoke" && id == "" {
+		return errors.New("usage: molt token revoke ID (the id `molt token list` shows)")
 	}
 	a, err := open(ctx, *data, logger)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	secret, tok, err := a.CreateToken(ctx, auth.Level(*level), *ws, *name)
-	if err != nil {
-		return err
+	switch sub {
+	case "create":
+		secret, tok, err := a.Tokens.Create(ctx, auth.Operator, auth.Level(*level), *ws, *name)
+		if err != nil {
+			return err
+		}
+		scope := "all workspaces"
+		if tok.Workspace != "" {
+			scope = "workspace " + tok.Workspace
+		}
+		fmt.Fprintf(stdout, "created %s token %s for %s; the secret is shown once:\n%s\n", tok.Level, tok.ID, scope, secret)
+	case "list":
+		ts, err := a.Tokens.List(ctx, auth.Operator)
+		if err != nil {
+			return err
+		}
+		printTokens(stdout, ts)
+	case "revoke":
+		tok, err := a.Tokens.Revoke(ctx, auth.Operator, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s token %s (%s) at %s\n", tok.Level, tok.ID, orDash(tok.Name), tok.RevokedAt.Format(time.RFC3339))
+	case "rotate-admin":
+		secret, tok, err := a.RotateAdminToken(ctx, os.Getenv("MOLT_ADMIN_TOKEN"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new admin token %s saved to %s; the old one is revoked:\n%s\n",
+			tok.ID, filepath.Join(a.Config.DataDir, app.AdminTokenFile), secret)
 	}
-	scope := "all workspaces"
-	if tok.Workspace != "" {
-		scope = "workspace " + tok.Workspace
-	}
-	fmt.Fprintf(stdout, "created %s token %s for %s; the secret is shown once:\n%s\n", tok.Level, tok.ID, scope, secret)
 	return nil
+}
+
+// printTokens writes one line per token: never a secret or a hash.
+func printTokens(w io.Writer, ts []auth.Token) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLEVEL\tWORKSPACE\tNAME\tCREATED\tLAST USED\tREVOKED")
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Level, orDash(t.Workspace), orDash(t.Name),
+			when(t.CreatedAt), when(t.LastUsedAt), when(t.RevokedAt))
+	}
+	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func invoke(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

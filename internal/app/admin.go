@@ -73,6 +73,8 @@ func (a *App) EnsureAdminToken(ctx context.Context, envSecret string, out io.Wri
 func (a *App) storeFull(ctx context.Context, secret string) error {
 	h := auth.Hash(secret)
 	switch t, err := a.Store.TokenByHash(ctx, h); {
+	case err == nil && t.Revoked():
+		return molt.Invalid("admin token", "the admin token %s was revoked; run `molt token rotate-admin` (or set another MOLT_ADMIN_TOKEN)", t.ID)
 	case err == nil && t.Level == auth.Full:
 		return nil
 	case err == nil:
@@ -87,7 +89,53 @@ func (a *App) storeFull(ctx context.Context, secret string) error {
 	return nil
 }
 
-// CreateToken creates a token and returns its secret.
+// RotateAdminToken replaces the admin token of <data>/admin-token: a new full
+// token is stored and written to that file (mode 0600, replaced atomically),
+// then the token of the old secret, if any, is revoked. It returns the new
+// secret. EINVALID when envSecret (MOLT_ADMIN_TOKEN) is set: that admin token
+// is the operator's to change.
+func (a *App) RotateAdminToken(ctx context.Context, envSecret string) (string, auth.Token, error) {
+	if envSecret != "" {
+		return "", auth.Token{}, molt.Invalid("MOLT_ADMIN_TOKEN", "MOLT_ADMIN_TOKEN is set: revoke its token with `molt token revoke` and set a new one")
+	}
+	path := filepath.Join(a.Config.DataDir, AdminTokenFile)
+	var old string
+	if b, err := os.ReadFile(path); err == nil {
+		old = strings.TrimSpace(string(b))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", auth.Token{}, fmt.Errorf("read admin token: %w", err)
+	}
+	secret, tok, err := auth.New(auth.Full, "", "admin", a.Clock.Now())
+	if err != nil {
+		return "", auth.Token{}, err
+	}
+	if err := a.Store.PutToken(ctx, tok); err != nil {
+		return "", auth.Token{}, fmt.Errorf("store admin token: %w", err)
+	}
+	if err := os.MkdirAll(a.Config.DataDir, 0o700); err != nil {
+		return "", auth.Token{}, fmt.Errorf("create data dir: %w", err)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return "", auth.Token{}, fmt.Errorf("write admin token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", auth.Token{}, fmt.Errorf("write admin token: %w", err)
+	}
+	if old != "" && old != secret {
+		h := auth.Hash(old)
+		id := h[:auth.IDLen]
+		if _, err := a.Store.RevokeToken(ctx, h, a.Clock.Now()); err != nil && molt.ErrorCode(err) != molt.ENOTFOUND {
+			return "", auth.Token{}, fmt.Errorf("revoke old admin token %s (the new one is in %s): %w", id, path, err)
+		}
+	}
+	tok.Hash = ""
+	return secret, tok, nil
+}
+
+// CreateToken creates a token and returns its secret. Unlike Tokens.Create
+// (what `molt token create` and the API use) it does not check that the
+// workspace exists.
 func (a *App) CreateToken(ctx context.Context, level auth.Level, ws, name string) (string, auth.Token, error) {
 	secret, tok, err := auth.New(level, ws, name, a.Clock.Now())
 	if err != nil {

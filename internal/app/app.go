@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/molt-dev/molt/internal/applies"
+	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/buildinfo"
 	"github.com/molt-dev/molt/internal/chat"
@@ -51,6 +52,8 @@ type App struct {
 	Delegate *delegate.Service
 	// Naming names sessions in the background after their replies.
 	Naming *naming.Service
+	// Tokens creates, lists and revokes tokens (`molt token`, /api/tokens).
+	Tokens *auth.Tokens
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -128,6 +131,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Naming = naming.New(naming.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
 		Models: d.Models, Clock: clock, Logger: logger}, cfg.Naming)
 	a.Chat.HandleReplied(a.Naming.Replied)
+	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
 	}
@@ -150,7 +154,9 @@ func (a *App) Workers() []Worker { return a.workers }
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
-		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS), Naming: a.Naming})
+		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS), Naming: a.Naming,
+		Tokens: a.Tokens, RequestTimeout: a.Config.RequestTimeout,
+		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}})
 }
 
 // A2A returns the A2A endpoint; streaming says whether the server in front
@@ -158,6 +164,15 @@ func (a *App) HTTPHandler() http.Handler {
 func (a *App) A2A(streaming bool) *a2a.Handler {
 	return a2a.New(a2a.Config{Store: a.Store, Chat: a.Chat, Clock: a.Clock, Logger: a.Logger,
 		BlockWait: a.Config.A2AWait, Streaming: streaming, StreamURL: a.Config.A2AStreamURL})
+}
+
+// pingQueue checks that the wake-up queues answer: on SQS one cheap read of each
+// queue's attributes; in process there is nothing to reach.
+func (a *App) pingQueue(ctx context.Context) error {
+	if p, ok := a.Queue.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with

@@ -41,6 +41,9 @@ type Config struct {
 	A2AStreamURL string
 	// Naming tunes the naming worker (zero fields: defaults); see naming.Config.
 	Naming naming.Config
+	// RequestTimeout is every API request's deadline (MOLT_REQUEST_TIMEOUT;
+	// zero: httpapi.DefaultRequestTimeout, 25 s).
+	RequestTimeout time.Duration
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -58,6 +61,8 @@ const (
 	EnvCompactTokens = "MOLT_COMPACT_TOKENS" // transcript tokens that trigger compaction
 	EnvA2AWait       = "MOLT_A2A_WAIT"       // the bound of a blocking A2A send, e.g. 25s
 	EnvA2AStreamURL  = "MOLT_A2A_STREAM_URL" // the streaming function URL's base
+
+	EnvRequestTimeout = "MOLT_REQUEST_TIMEOUT" // deadline of an API request, e.g. 25s
 )
 
 // ConfigFromEnv reads the configuration from environment variables (environ is
@@ -105,8 +110,18 @@ func ConfigFromEnv(environ []string) Config {
 		}
 	}
 	c.Chat, c.envErr = chatFromEnv(env)
+	if v := strings.TrimSpace(env[EnvRequestTimeout]); v != "" && c.envErr == nil {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > maxRequestTimeout {
+			c.envErr = molt.Invalid(EnvRequestTimeout, "%s must be a duration from 1s to %s, such as 25s", EnvRequestTimeout, maxRequestTimeout)
+		}
+		c.RequestTimeout = d
+	}
 	return c
 }
+
+// maxRequestTimeout bounds MOLT_REQUEST_TIMEOUT: API Gateway gives up at 30 s.
+const maxRequestTimeout = 29 * time.Second
 
 // chatFromEnv reads the turn runtime's tuning variables; unset means default.
 func chatFromEnv(env map[string]string) (chat.Config, error) {

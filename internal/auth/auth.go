@@ -46,7 +46,22 @@ type Token struct {
 	Workspace string    `json:"workspace,omitempty"` // required unless Full
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// LastUsedAt is when the token last authenticated a request, to within
+	// TouchEvery; zero when never.
+	LastUsedAt time.Time `json:"last_used_at,omitzero"`
+	// RevokedAt is when the token was revoked; zero while it is valid. A revoked
+	// token stays stored (so the same secret can never be stored again) and
+	// never authenticates.
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
 }
+
+// Revoked reports whether the token was revoked.
+func (t Token) Revoked() bool { return !t.RevokedAt.IsZero() }
+
+// TouchEvery is how stale LastUsedAt may get: a request records its token's use
+// only when the recorded one is older, so use costs at most one write per token
+// per TouchEvery.
+const TouchEvery = time.Minute
 
 // Prefix starts every token secret, so leaked tokens are easy to scan for.
 const Prefix = "molt_"
@@ -121,6 +136,23 @@ func ValidateSecret(field, secret string) error {
 	return nil
 }
 
+// Plausible reports whether secret has the shape of a token molt could have
+// stored: one NewSecret makes (Prefix and base64url characters) or one an
+// operator may choose (ValidateSecret). Anything else cannot match a stored
+// hash, so it is refused without a store read.
+func Plausible(secret string) bool {
+	if rest, ok := strings.CutPrefix(secret, Prefix); ok && rest != "" && len(secret) <= MaxSecret {
+		for i := 0; i < len(rest); i++ {
+			c := rest[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return ValidateSecret("token", secret) == nil
+			}
+		}
+		return true
+	}
+	return ValidateSecret("token", secret) == nil
+}
+
 // ParseBearer extracts the secret from an Authorization header value. It returns ""
 // when the header is not a well-formed bearer credential.
 func ParseBearer(header string) string {
@@ -137,10 +169,22 @@ func ParseBearer(header string) string {
 
 // Store keeps tokens by hash.
 type Store interface {
-	// PutToken stores a token; ECONFLICT when its hash exists.
+	// PutToken stores a token; ECONFLICT when its hash exists (revoked or not).
 	PutToken(ctx context.Context, t Token) error
-	// TokenByHash returns ENOTFOUND when no token has that hash.
+	// TokenByHash returns the token, revoked ones included (strongly
+	// consistent); ENOTFOUND when no token has that hash.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
+	// ListTokens returns every token, revoked ones included, oldest first (ties
+	// by id). Hash is empty in the listing.
+	ListTokens(ctx context.Context) ([]Token, error)
+	// RevokeToken sets RevokedAt of the token ref names (its id, or its whole
+	// hash) to at, unless it is revoked already (the first time is kept), and
+	// returns the token as stored now, without hash; ENOTFOUND when no token
+	// matches.
+	RevokeToken(ctx context.Context, ref string, at time.Time) (Token, error)
+	// TouchToken records that the token with that hash was used at at: it sets
+	// LastUsedAt when at is later than the stored one. ENOTFOUND when absent.
+	TouchToken(ctx context.Context, hash string, at time.Time) error
 }
 
 // Caller is the authenticated caller of a request.

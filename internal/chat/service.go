@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -452,8 +454,24 @@ func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text strin
 	return s.CreateTurn(ctx, sess, text, false)
 }
 
-// maxSeqRaces bounds the re-reads of a session whose next seq moved under a write.
-const maxSeqRaces = 8
+// maxSeqRaces bounds the re-reads of a session whose next seq moved under a
+// write. Each race is lost to a poster that won, so n concurrent posters need at
+// most n tries; with the backoff between tries this covers dozens.
+const maxSeqRaces = 64
+
+// seqRaceBackoff waits before try (1-based) of a raced append, with full jitter
+// up to 1 ms << try (at most 64 ms), so racing posters spread out.
+func seqRaceBackoff(ctx context.Context, try int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(try, 6)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // CreateTurn appends text as a user message of sess and creates its turn in one
 // write, then wakes the turn. sess may be stale: when the session's next seq has
@@ -475,6 +493,9 @@ func (s *Service) CreateTurn(ctx context.Context, sess session.Session, text str
 					return work.Item{}, sessionNotFound(sid)
 				}
 				return work.Item{}, fmt.Errorf("reread session %s: %w", sid, err)
+			}
+			if err := seqRaceBackoff(ctx, try+1); err != nil {
+				break
 			}
 			continue
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/molt-dev/molt/internal/awserr"
 	"github.com/molt-dev/molt/internal/faults"
 )
 
@@ -109,4 +111,53 @@ func (a *attempts) opt(o *dynamodb.Options) {
 		}
 		return nil
 	})
+}
+
+// DefaultCallTimeout bounds one DynamoDB call, the SDK's own retries included,
+// when Options.CallTimeout is zero: well under a request's deadline, so a hung
+// table answers 503 while the client still waits.
+const DefaultCallTimeout = 10 * time.Second
+
+// guarded gives every call its own deadline and turns transport faults,
+// throttling and exhausted retries into molt.EUNAVAILABLE (awserr.Classify);
+// other errors (condition failures, validation) pass unchanged.
+type guarded struct {
+	api     API
+	timeout time.Duration
+}
+
+func guard[I, O any](g *guarded, name string, call func(context.Context, I, ...func(*dynamodb.Options)) (O, error),
+	ctx context.Context, in I, optFns []func(*dynamodb.Options)) (O, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	out, err := call(ctx, in, optFns...)
+	return out, awserr.Classify(err, "dynamodb "+name)
+}
+
+func (g *guarded) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return guard(g, "get item", g.api.GetItem, ctx, in, optFns)
+}
+
+func (g *guarded) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return guard(g, "put item", g.api.PutItem, ctx, in, optFns)
+}
+
+func (g *guarded) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return guard(g, "update item", g.api.UpdateItem, ctx, in, optFns)
+}
+
+func (g *guarded) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return guard(g, "delete item", g.api.DeleteItem, ctx, in, optFns)
+}
+
+func (g *guarded) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return guard(g, "query", g.api.Query, ctx, in, optFns)
+}
+
+func (g *guarded) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return guard(g, "transact write items", g.api.TransactWriteItems, ctx, in, optFns)
+}
+
+func (g *guarded) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	return guard(g, "batch write item", g.api.BatchWriteItem, ctx, in, optFns)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,7 +22,15 @@ const (
 	attrLevel    = "level"
 	attrDoc      = "doc"
 	attrRevision = "rev"
+	attrLastUsed = "last_used_at"
+	attrRevoked  = "revoked_at"
 )
+
+// gsiTokensPK lists every token in gsi1, sorted by id.
+const gsiTokensPK = "TOKENS"
+
+// sha256Hex is the length of a token hash.
+const sha256Hex = 64
 
 // maxHashLen bounds a token hash (hex SHA-256 is 64).
 const maxHashLen = 128
@@ -52,6 +63,11 @@ func (s *Store) PutToken(ctx context.Context, t auth.Token) error {
 		item[attrName] = str(t.Name)
 	}
 	item[attrCreatedAt] = tnum(created)
+	item[attrG1PK] = str(gsiTokensPK)
+	item[attrG1SK] = str(t.ID)
+	if !t.RevokedAt.IsZero() {
+		item[attrRevoked] = tnum(t.RevokedAt)
+	}
 	var e exprs
 	var n attempts
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
@@ -88,14 +104,133 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error
 	if !ok {
 		return auth.Token{}, molt.NotFound("no such token")
 	}
+	t := decodeToken(m)
+	t.Hash = hash
+	return t, nil
+}
+
+func decodeToken(m map[string]types.AttributeValue) auth.Token {
 	return auth.Token{
-		Hash:      hash,
-		ID:        getS(m, attrID),
-		Level:     auth.Level(getS(m, attrLevel)),
-		Workspace: getS(m, attrWorkspace),
-		Name:      getS(m, attrName),
-		CreatedAt: getTime(m, attrCreatedAt),
-	}, nil
+		ID:         getS(m, attrID),
+		Level:      auth.Level(getS(m, attrLevel)),
+		Workspace:  getS(m, attrWorkspace),
+		Name:       getS(m, attrName),
+		CreatedAt:  getTime(m, attrCreatedAt),
+		LastUsedAt: getTime(m, attrLastUsed),
+		RevokedAt:  getTime(m, attrRevoked),
+	}
+}
+
+// ListTokens returns every token gsi1 lists, oldest first, without hashes. The
+// index is eventually consistent: a token stored a moment ago may be missing. A
+// token stored by a version before the listing is listed once it is used
+// (TouchToken indexes it).
+func (s *Store) ListTokens(ctx context.Context) ([]auth.Token, error) {
+	var e exprs
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		IndexName:                 aws.String(index1),
+		KeyConditionExpression:    aws.String(e.name(attrG1PK) + " = " + e.value(str(gsiTokensPK))),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if err != nil {
+		return nil, failure("list tokens", err)
+	}
+	out := make([]auth.Token, 0, len(items))
+	for _, m := range items {
+		out = append(out, decodeToken(m))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// RevokeToken finds the token by id in gsi1 (or takes ref as its hash) and
+// sets revoked_at with a conditional update (only when not revoked yet), then
+// reads it back consistently. ENOTFOUND when gsi1 lists no token with that id
+// (one stored a moment ago, or by a version before the listing and never used
+// since, is not listed; revoke it by hash).
+func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) (auth.Token, error) {
+	if id == "" || len(id) > maxHashLen {
+		return auth.Token{}, molt.NotFound("no such token")
+	}
+	hash := id
+	if len(id) != sha256Hex {
+		var q exprs
+		items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+			IndexName: aws.String(index1),
+			KeyConditionExpression: aws.String(q.name(attrG1PK) + " = " + q.value(str(gsiTokensPK)) +
+				" AND " + q.name(attrG1SK) + " = " + q.value(str(id))),
+			ExpressionAttributeNames:  q.names,
+			ExpressionAttributeValues: q.values,
+		})
+		if err != nil {
+			return auth.Token{}, failure("revoke token "+id, err)
+		}
+		if len(items) == 0 {
+			return auth.Token{}, molt.NotFound("no token %s", id)
+		}
+		hash, _ = strings.CutPrefix(getS(items[0], attrPK), "TOKEN#")
+	}
+	var e exprs
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.table),
+		Key:              tokenKey(hash),
+		UpdateExpression: aws.String("SET " + e.name(attrRevoked) + " = " + e.value(tnum(at))),
+		ConditionExpression: aws.String("attribute_exists(" + e.name(attrPK) + ") AND attribute_not_exists(" +
+			e.name(attrRevoked) + ")"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if _, cond := conditionIndex(err); err != nil && !cond {
+		return auth.Token{}, failure("revoke token "+id, err)
+	}
+	t, err := s.TokenByHash(ctx, hash)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return auth.Token{}, molt.NotFound("no token %s", id)
+	}
+	if err != nil {
+		return auth.Token{}, fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	t.Hash = ""
+	return t, nil
+}
+
+// TouchToken sets last_used_at to at when at is later, with a conditional
+// update that also indexes the token in gsi1 (tokens stored before the listing
+// existed become listed). ENOTFOUND when absent.
+func (s *Store) TouchToken(ctx context.Context, hash string, at time.Time) error {
+	if hash == "" || len(hash) > maxHashLen {
+		return molt.NotFound("no such token")
+	}
+	var e exprs
+	used := e.name(attrLastUsed)
+	atv := e.value(tnum(at))
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       tokenKey(hash),
+		UpdateExpression: aws.String("SET " + used + " = " + atv + ", " + e.name(attrG1PK) + " = " + e.value(str(gsiTokensPK)) +
+			", " + e.name(attrG1SK) + " = " + e.name(attrID)),
+		ConditionExpression: aws.String("attribute_exists(" + e.name(attrPK) + ") AND (attribute_not_exists(" + used +
+			") OR " + used + " < " + atv + ")"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if _, cond := conditionIndex(err); cond {
+		// Absent, or used later already.
+		if _, gerr := s.TokenByHash(ctx, hash); gerr != nil {
+			return gerr
+		}
+		return nil
+	}
+	if err != nil {
+		return failure("touch token", err)
+	}
+	return nil
 }
 
 // GetSettings returns the saved settings, or settings.Default() when none were

@@ -19,7 +19,7 @@
 //	workspace       WS#<name>               META           WORKSPACES / <sort id>   –
 //	file            WS#<name>               FILE#<path>    –                        –
 //	file counter    WS#<name>               FILES          –                        –
-//	token           TOKEN#<sha256 hex>      TOKEN          –                        –
+//	token           TOKEN#<sha256 hex>      TOKEN          TOKENS / <id>            –
 //	settings        SETTINGS                SETTINGS       –                        –
 //	session         SESSION#<id>            META           SESSIONS#<ws> / <id>     –
 //	message         SESSION#<id>            MSG#<seq>      –                        –
@@ -35,7 +35,8 @@
 // while DeleteWorkspace cleans its partition up (it then reads as absent and
 // refuses writes and re-creation); a file keeps ws, path,
 // content (B), sha256, size, updated_at; a token keeps id, level, ws, name,
-// created_at; settings keep doc (the JSON document) and updated_at; a session
+// created_at, last_used_at and revoked_at (revocation keeps the item);
+// settings keep doc (the JSON document) and updated_at; a session
 // keeps id, ws, agent, title, title_source, title_rev, access, external (BOOL),
 // parent, next_seq, summary_seq, summary, created_at, updated_at; a message keeps
 // session_id, seq, role, text, tool_calls (B), tool_results (B), turn_id,

@@ -33,6 +33,8 @@ const (
 type Options struct {
 	Clock molt.Clock // nil → molt.SystemClock{}
 	IDs   molt.IDs   // nil → &molt.SortableIDs{Clock: Clock}
+	// CallTimeout bounds each DynamoDB call (0 → DefaultCallTimeout).
+	CallTimeout time.Duration
 }
 
 // Store is the DynamoDB adapter of store.Store: all of molt's state in one table.
@@ -47,7 +49,13 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New returns a Store on table (created by CreateTable or the template) through api.
+// Every call gets its own deadline (Options.CallTimeout), and a call that fails to
+// reach DynamoDB, is throttled or runs out of SDK retries returns EUNAVAILABLE.
 func New(api API, table string, o Options) *Store {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	api = &guarded{api: api, timeout: o.CallTimeout}
 	if o.Clock == nil {
 		o.Clock = molt.SystemClock{}
 	}

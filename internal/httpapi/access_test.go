@@ -316,6 +316,16 @@ func TestAccessMatrix(t *testing.T) {
 			}},
 		{pattern: "GET /api/evolution/applies/{id}", want: fullOnly(200), path: static("/api/evolution/applies/" + applyID),
 			missing: "/api/evolution/applies/" + missingID},
+		{pattern: "GET /api/tokens", want: fullOnly(200), path: static("/api/tokens")},
+		{pattern: "POST /api/tokens", want: fullOnly(201), path: static("/api/tokens"),
+			body: `{"level":"readonly","workspace":"acme","name":"matrix"}`},
+		{pattern: "DELETE /api/tokens/{id}", want: fullOnly(204), mutates: true, missing: "/api/tokens/000000000000",
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/tokens/" + auth.Hash(tokens[cROOther])[:12]
+				}
+				return "/api/tokens/" + auth.Hash(e.token(auth.Readonly, "acme"))[:12]
+			}},
 		{pattern: "POST /api/evolution/applies/{id}/rollback", want: fullOnly(200), mutates: true,
 			missing: "/api/evolution/applies/" + missingID + "/rollback",
 			path: func(fresh bool) string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -61,15 +62,21 @@ func decodeStrict(body []byte, v any) error {
 }
 
 // checkKeys refuses what encoding/json quietly accepts in a body that is meant
-// to be strict: an object key given twice (the last would win, so two readers
-// of one body could disagree) and a key that names a field only
-// case-insensitively ("Text" for "text"). t is the type the body decodes into;
+// to be strict: a top-level value that is not an object (null among them, which
+// would decode as {}), an object key given twice (the last would win, so two
+// readers of one body could disagree), a key that names a field only
+// case-insensitively ("Text" for "text"), and a string (key or value) that is
+// not valid UTF-8 (encoding/json would store U+FFFD instead) or holds a NUL.
+// Each is EINVALID naming the field. t is the type the body decodes into;
 // objects nested in struct fields are checked against those fields' types.
 // Malformed JSON passes: molt.DecodeStrict reports it.
 func checkKeys(body []byte, t reflect.Type) error {
+	if top := bytes.TrimLeft(body, " \t\r\n"); len(top) > 0 && top[0] != '{' {
+		return molt.Invalid("body", "the body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	err := walkKeys(dec, t, "")
+	err := (&keyWalker{dec: dec, body: body}).walk(t, "")
 	var me *molt.Error
 	if errors.As(err, &me) {
 		return err
@@ -77,12 +84,42 @@ func checkKeys(body []byte, t reflect.Type) error {
 	return nil
 }
 
-// walkKeys reads one JSON value from dec; t is its Go type (nil: unknown).
-func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+// keyWalker reads a body's JSON values with the raw bytes at hand.
+type keyWalker struct {
+	dec  *json.Decoder
+	body []byte
+}
+
+// token reads the next token and checks it when it is a string; name is the
+// field it belongs to.
+func (k *keyWalker) token(name string) (json.Token, error) {
+	start := k.dec.InputOffset()
+	tok, err := k.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if str, ok := tok.(string); ok {
+		end := k.dec.InputOffset()
+		if start >= 0 && end <= int64(len(k.body)) && start <= end && !utf8.Valid(k.body[start:end]) {
+			return nil, molt.Invalid(name, "%s is not valid UTF-8", name)
+		}
+		if strings.ContainsRune(str, 0) {
+			return nil, molt.Invalid(name, "%s contains a NUL character", name)
+		}
+	}
+	return tok, nil
+}
+
+// walk reads one JSON value; t is its Go type (nil: unknown).
+func (k *keyWalker) walk(t reflect.Type, path string) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	tok, err := dec.Token()
+	field := path
+	if field == "" {
+		field = "body"
+	}
+	tok, err := k.token(field)
 	if err != nil {
 		return err
 	}
@@ -97,48 +134,48 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
+		for k.dec.More() {
+			kt, err := k.token(field)
 			if err != nil {
 				return err
 			}
-			k, _ := kt.(string)
-			name := k
+			key, _ := kt.(string)
+			name := key
 			if path != "" {
-				name = path + "." + k
+				name = path + "." + key
 			}
-			if seen[k] {
+			if seen[key] {
 				return molt.Invalid(name, "%s is given twice", name)
 			}
-			seen[k] = true
+			seen[key] = true
 			ft := elem
 			if fields != nil {
 				var ok bool
-				if ft, ok = fields[k]; !ok {
+				if ft, ok = fields[key]; !ok {
 					for f := range fields {
-						if strings.EqualFold(f, k) {
-							return molt.Invalid(name, "unknown field %q: keys are case-sensitive (%q)", k, f)
+						if strings.EqualFold(f, key) {
+							return molt.Invalid(name, "unknown field %q: keys are case-sensitive (%q)", key, f)
 						}
 					}
 				}
 			}
-			if err := walkKeys(dec, ft, name); err != nil {
+			if err := k.walk(ft, name); err != nil {
 				return err
 			}
 		}
-		_, err := dec.Token() // '}'
+		_, err := k.dec.Token() // '}'
 		return err
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for dec.More() {
-			if err := walkKeys(dec, elem, path); err != nil {
+		for k.dec.More() {
+			if err := k.walk(elem, path); err != nil {
 				return err
 			}
 		}
-		_, err := dec.Token() // ']'
+		_, err := k.dec.Token() // ']'
 		return err
 	}
 	return nil

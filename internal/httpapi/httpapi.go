@@ -35,6 +35,18 @@ import (
 // DefaultMaxBody is the default limit of a JSON request body.
 const DefaultMaxBody = 1 << 20
 
+// DefaultRequestTimeout is the server-side deadline of a request when
+// Config.RequestTimeout is zero: under API Gateway's 30 s integration timeout, so
+// the client gets molt's 503 rather than the gateway's 504.
+const DefaultRequestTimeout = 25 * time.Second
+
+// Check is one dependency GET /health?deep=1 probes: Run returns nil when the
+// dependency answers.
+type Check struct {
+	Name string // "store", "queue"
+	Run  func(ctx context.Context) error
+}
+
 // Config wires the handler. Store is required; every other field has a default.
 type Config struct {
 	Store        store.Store
@@ -63,6 +75,15 @@ type Config struct {
 	// Naming is background chat naming behind POST /api/sessions/{id}/name and
 	// the naming state of GET /api/sessions/{id}; nil leaves them out.
 	Naming *naming.Service
+	// RequestTimeout is every request's deadline (default DefaultRequestTimeout):
+	// a store that hangs makes the request answer 503 when it passes.
+	RequestTimeout time.Duration
+	// Tokens creates, lists and revokes tokens behind /api/tokens; nil leaves
+	// those routes out.
+	Tokens *auth.Tokens
+	// Checks are what GET /health?deep=1 probes besides the store (which it
+	// always reads); nil probes the store only.
+	Checks []Check
 }
 
 type server struct {
@@ -80,6 +101,9 @@ type server struct {
 	workspaces *workspace.Service
 	delegate   *delegate.Service
 	naming     *naming.Service
+	tokens     *auth.Tokens
+	timeout    time.Duration
+	checks     []Check
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -90,10 +114,14 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming}
+		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming,
+		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
+	if s.timeout <= 0 {
+		s.timeout = DefaultRequestTimeout
+	}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
@@ -171,6 +199,11 @@ func (s *server) routes() {
 			}))
 		})
 	}
+	if s.tokens != nil {
+		s.handle("GET /api/tokens", s.listTokens)
+		s.handle("POST /api/tokens", s.createToken)
+		s.handle("DELETE /api/tokens/{id}", s.revokeToken)
+	}
 }
 
 // authedFunc is a route handler behind authentication. A returned error is sent
@@ -209,7 +242,10 @@ func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "missing bearer token"}
 	}
 	secret := auth.ParseBearer(h)
-	if secret == "" {
+	if !auth.Plausible(secret) {
+		// Not the shape of any token molt makes or accepts: refused without a
+		// store read, so junk costs nothing and a sick store cannot turn it into
+		// a 5xx.
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "malformed bearer token"}
 	}
 	t, err := s.store.TokenByHash(r.Context(), auth.Hash(secret))
@@ -227,12 +263,62 @@ func (s *server) authenticate(r *http.Request) (auth.Caller, error) {
 		return auth.Caller{}, &molt.Error{Code: code, Message: "token lookup failed", Err: errors.New("look up token: " + cause)}
 	case t.Level.Rank() == 0:
 		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "token has an unknown level"}
+	case t.Revoked():
+		return auth.Caller{}, &molt.Error{Code: molt.EUNAUTHORIZED, Message: "token was revoked"}
 	}
+	if now := s.clock.Now(); now.Sub(t.LastUsedAt) >= auth.TouchEvery {
+		// Best effort: a failed record of use must not fail the request.
+		if err := s.store.TouchToken(r.Context(), t.Hash, now); err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "recording token use failed",
+				slog.String("token_id", t.ID), slog.String("code", molt.ErrorCode(err)))
+		}
+	}
+	t.Hash = ""
 	return auth.Caller{Token: t}, nil
 }
 
+// health answers at once from memory; with deep=1 (or true) it also reads the
+// store and runs every Check, and answers 503 naming each that failed.
 func (s *server) health(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version, "sha": s.sha})
+	deep := false
+	switch r.URL.Query().Get("deep") {
+	case "":
+	case "1", "true":
+		deep = true
+	case "0", "false":
+	default:
+		return molt.Invalid("deep", "deep must be 1 or 0")
+	}
+	if !deep {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version, "sha": s.sha})
+		return nil
+	}
+	checks := append([]Check{{Name: "store", Run: func(ctx context.Context) error {
+		_, err := s.store.GetSettings(ctx)
+		return err
+	}}}, s.checks...)
+	type result struct {
+		Status string `json:"status"`
+		Error  string `json:"error,omitempty"`
+	}
+	results := make(map[string]result, len(checks))
+	var failed []string
+	for _, c := range checks {
+		if err := c.Run(r.Context()); err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "health check failed",
+				slog.String("check", c.Name), slog.String("error", err.Error()))
+			// The code, never the cause: it may name hosts and tables.
+			results[c.Name] = result{Status: "failed", Error: molt.ErrorCode(err)}
+			failed = append(failed, c.Name)
+			continue
+		}
+		results[c.Name] = result{Status: "ok"}
+	}
+	if len(failed) > 0 {
+		return &molt.Error{Code: molt.EUNAVAILABLE, Message: "failed: " + strings.Join(failed, ", "),
+			Details: map[string]any{"checks": results, "failed": failed}}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version, "sha": s.sha, "checks": results})
 	return nil
 }
 
@@ -241,8 +327,17 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) error {
 // log line per request.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID(r.Context(), r.Header.Get("X-Request-Id"))
-	ctx := obs.With(context.WithValue(r.Context(), reqIDKey{}, id), slog.String("request_id", id))
+	clientID := r.Header.Get("X-Request-Id")
+	id := newRequestID(r.Context(), clientID)
+	base, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	attrs := []slog.Attr{slog.String("request_id", id)}
+	if clientID != "" {
+		// Always its own attribute, never mistaken for molt's id; an id that was
+		// refused is logged clipped (the JSON log escapes it).
+		attrs = append(attrs, slog.String("client_request_id", clip(clientID, maxClientID)))
+	}
+	ctx := obs.With(context.WithValue(base, reqIDKey{}, id), attrs...)
 	r = r.WithContext(ctx)
 
 	h := w.Header()
@@ -316,8 +411,10 @@ func checkRawPath(r *http.Request) error {
 
 // checkQuery refuses a query string that url.ParseQuery would partly drop
 // (a bad percent-encoding, a semicolon), so that a malformed parameter is a 400
-// naming it rather than silently read as absent.
+// naming it rather than silently read as absent, and a parameter given twice
+// (handlers read the first; a proxy or a cache may read another).
 func checkQuery(raw string) error {
+	seen := map[string]bool{}
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
@@ -332,26 +429,38 @@ func checkQuery(raw string) error {
 		if _, err := url.QueryUnescape(v); err != nil || strings.Contains(v, ";") {
 			return molt.Invalid(key, "query parameter %s is malformed (bad percent-encoding or a semicolon)", key)
 		}
+		if seen[key] {
+			return molt.Invalid(key, "query parameter %s is given more than once", key)
+		}
+		seen[key] = true
 	}
 	return nil
 }
 
 type reqIDKey struct{}
 
+// maxClientID bounds the client request id the log keeps.
+const maxClientID = 128
+
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(reqIDKey{}).(string)
 	return id
 }
 
-var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
+// reqIDRe is the only shape of client request id molt adopts: nothing that
+// could be a path, a header or a log-injection trick.
+var reqIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// newRequestID returns the caller's X-Request-Id (header) when it is sane, else
-// the Lambda request id, else a random one.
+// lambdaIDRe accepts Lambda's own request ids (UUIDs).
+var lambdaIDRe = regexp.MustCompile(`^[A-Za-z0-9._:=+/-]{1,128}$`)
+
+// newRequestID returns the caller's X-Request-Id (header) when it has the safe
+// shape (reqIDRe), else the Lambda request id, else a random one.
 func newRequestID(ctx context.Context, header string) string {
 	if reqIDRe.MatchString(header) {
 		return header
 	}
-	if lc, ok := lambdacontext.FromContext(ctx); ok && reqIDRe.MatchString(lc.AwsRequestID) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lambdaIDRe.MatchString(lc.AwsRequestID) {
 		return lc.AwsRequestID
 	}
 	var b [16]byte

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -104,9 +105,19 @@ func clip(s string, n int) string {
 
 // writeError sends err as a problem and logs it when it is the server's fault.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if molt.ErrorCode(err) == molt.EINTERNAL &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(r.Context().Err(), context.DeadlineExceeded)) {
+		// The request's deadline cut a store call short (a hung or slow store):
+		// retrying later may work, unlike a bug.
+		err = molt.Unavailable(err, "the request's deadline passed; try again")
+	}
 	p, internal := problemFor(err)
 	if internal {
-		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+		level := slog.LevelError
+		if p.Status == http.StatusServiceUnavailable {
+			level = slog.LevelWarn // a dependency's fault, not ours
+		}
+		s.log.LogAttrs(r.Context(), level, "request failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.String("code", molt.ErrorCode(err)), slog.String("error", err.Error()))
 	}

@@ -39,10 +39,14 @@ func NewApp(cfg app.Config, logger *slog.Logger) (*app.App, error) {
 	return app.New(cfg, d, logger), nil
 }
 
-// Open builds the local adapters under cfg.DataDir (created 0700 if missing).
+// Open builds the local adapters under cfg.DataDir: created 0700 if missing,
+// and made 0700 if it exists with access for others (it holds the admin token
+// and every secret of the store).
 func Open(cfg app.Config, clock molt.Clock, ids molt.IDs) (app.Deps, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return app.Deps{}, fmt.Errorf("create data dir: %w", err)
+	for _, dir := range []string{cfg.DataDir, cfg.BlobDir()} {
+		if err := private(dir); err != nil {
+			return app.Deps{}, fmt.Errorf("create data dir: %w", err)
+		}
 	}
 	st, err := sqlite.Open(cfg.DBPath(), sqlite.Options{Clock: clock, IDs: ids})
 	if err != nil {
@@ -56,4 +60,20 @@ func Open(cfg app.Config, clock molt.Clock, ids molt.IDs) (app.Deps, error) {
 	q := memqueue.New()
 	return app.Deps{Store: st, Blobs: blobs, Queue: q, Local: q,
 		Close: func() error { return errors.Join(blobs.Close(), st.Close()) }}, nil
+}
+
+// private creates dir 0700, or takes group and other access away from it when
+// it exists.
+func private(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return os.Chmod(dir, fi.Mode().Perm()&0o700)
+	}
+	return nil
 }

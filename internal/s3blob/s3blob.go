@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/molt-dev/molt/internal/awsenv"
+	"github.com/molt-dev/molt/internal/awserr"
 	"github.com/molt-dev/molt/internal/blob"
 	"github.com/molt-dev/molt/internal/molt"
 )
@@ -83,7 +84,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	}
 	_, err := s.api.PutObject(ctx, s.putInput(key, data))
 	if err != nil {
-		return fmt.Errorf("put blob %s: %w", key, err)
+		return fmt.Errorf("put blob %s: %w", key, awserr.Classify(err, "s3"))
 	}
 	return nil
 }
@@ -106,7 +107,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	case httpStatus(err) == http.StatusConflict:
 		return molt.Unavailable(err, "put blob %s if absent: concurrent write", key)
 	default:
-		return fmt.Errorf("put blob %s if absent: %w", key, err)
+		return fmt.Errorf("put blob %s if absent: %w", key, awserr.Classify(err, "s3"))
 	}
 }
 
@@ -139,12 +140,12 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		if notFound(err) {
 			return nil, molt.NotFound("blob %s not found", key)
 		}
-		return nil, fmt.Errorf("get blob %s: %w", key, err)
+		return nil, fmt.Errorf("get blob %s: %w", key, awserr.Classify(err, "s3"))
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, blob.MaxBlob+1))
 	if err != nil {
-		return nil, fmt.Errorf("get blob %s: %w", key, err)
+		return nil, fmt.Errorf("get blob %s: %w", key, awserr.Classify(err, "s3"))
 	}
 	if len(data) > blob.MaxBlob {
 		return nil, &molt.Error{Code: molt.ETOOLARGE, Message: fmt.Sprintf("blob %s is over the %d byte limit", key, blob.MaxBlob)}
@@ -159,7 +160,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	_, err := s.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil && !notFound(err) {
-		return fmt.Errorf("delete blob %s: %w", key, err)
+		return fmt.Errorf("delete blob %s: %w", key, awserr.Classify(err, "s3"))
 	}
 	return nil
 }
@@ -181,7 +182,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list blobs %s: %w", prefix, err)
+			return nil, fmt.Errorf("list blobs %s: %w", prefix, awserr.Classify(err, "s3"))
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, aws.ToString(o.Key))

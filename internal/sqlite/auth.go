@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/molt"
@@ -36,26 +37,112 @@ func (s *Store) PutToken(ctx context.Context, t auth.Token) error {
 	return nil
 }
 
-// TokenByHash returns the token with that hash; ENOTFOUND when there is none.
+// TokenByHash returns the token with that hash, revoked or not; ENOTFOUND when
+// there is none.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error) {
 	if hash == "" || len(hash) > maxHashLen {
 		return auth.Token{}, molt.NotFound("no such token")
 	}
-	var t auth.Token
-	var level, created string
-	err := s.rdb.QueryRowContext(ctx, `SELECT hash, id, level, workspace, name, created_at FROM tokens WHERE hash = ?`, hash).
-		Scan(&t.Hash, &t.ID, &level, &t.Workspace, &t.Name, &created)
+	t, err := scanToken(s.rdb.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.Token{}, molt.NotFound("no such token")
 	}
 	if err != nil {
 		return auth.Token{}, fmt.Errorf("get token: %w", err)
 	}
+	return t, nil
+}
+
+const tokenCols = `hash, id, level, workspace, name, created_at, last_used_at, revoked_at`
+
+func scanToken(row interface{ Scan(...any) error }) (auth.Token, error) {
+	var t auth.Token
+	var level, created, used, revoked string
+	if err := row.Scan(&t.Hash, &t.ID, &level, &t.Workspace, &t.Name, &created, &used, &revoked); err != nil {
+		return auth.Token{}, err
+	}
 	t.Level = auth.Level(level)
+	var err error
 	if t.CreatedAt, err = parseTS(created); err != nil {
-		return auth.Token{}, fmt.Errorf("get token %s: %w", t.ID, err)
+		return auth.Token{}, fmt.Errorf("token %s: %w", t.ID, err)
+	}
+	if t.LastUsedAt, err = parseTS(used); err != nil {
+		return auth.Token{}, fmt.Errorf("token %s: %w", t.ID, err)
+	}
+	if t.RevokedAt, err = parseTS(revoked); err != nil {
+		return auth.Token{}, fmt.Errorf("token %s: %w", t.ID, err)
 	}
 	return t, nil
+}
+
+// ListTokens returns every token, oldest first, without hashes.
+func (s *Store) ListTokens(ctx context.Context) ([]auth.Token, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	out := []auth.Token{}
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		t.Hash = ""
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeToken marks the token with that id (or hash) revoked at at (the first
+// revocation is kept); ENOTFOUND when no token matches.
+func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) (auth.Token, error) {
+	if id == "" || len(id) > maxHashLen {
+		return auth.Token{}, molt.NotFound("no such token")
+	}
+	var t auth.Token
+	err := s.w.write(ctx, func(q querier) error {
+		if _, err := q.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE (id = ? OR hash = ?) AND revoked_at = ''`, ts(at), id, id); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanToken(q.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ? OR hash = ?`, id, id))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return auth.Token{}, molt.NotFound("no token %s", id)
+	}
+	if err != nil {
+		return auth.Token{}, fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	t.Hash = ""
+	return t, nil
+}
+
+// TouchToken sets the token's last use to at when at is later.
+func (s *Store) TouchToken(ctx context.Context, hash string, at time.Time) error {
+	if hash == "" || len(hash) > maxHashLen {
+		return molt.NotFound("no such token")
+	}
+	var found bool
+	err := s.w.write(ctx, func(q querier) error {
+		if err := q.QueryRowContext(ctx, `SELECT 1 FROM tokens WHERE hash = ?`, hash).Scan(new(int)); err != nil {
+			return err
+		}
+		found = true
+		_, err := q.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE hash = ? AND last_used_at < ?`, ts(at), hash, ts(at))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !found) {
+		return molt.NotFound("no such token")
+	}
+	if err != nil {
+		return fmt.Errorf("touch token: %w", err)
+	}
+	return nil
 }
 
 // GetSettings returns the saved settings, or settings.Default() when none were

@@ -125,6 +125,12 @@ ALTER TABLE settings ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 	`
 ALTER TABLE sessions ADD COLUMN naming_seq INTEGER NOT NULL DEFAULT 0;
 `,
+	// 6: token use and revocation; revoke and list find tokens by id.
+	`
+ALTER TABLE tokens ADD COLUMN last_used_at TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN revoked_at TEXT NOT NULL DEFAULT '';
+CREATE INDEX tokens_by_id ON tokens (id);
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

@@ -47,8 +47,8 @@ const (
 	maxBusyWait = 60 * time.Second
 )
 
-// Open opens (creating when needed) the SQLite file at path, with its folder, and
-// brings its schema up to date. Migrations are idempotent: reopening a file, or two
+// Open opens (creating when needed, mode 0600) the SQLite file at path, with its
+// folder (0700), and brings its schema up to date. Migrations are idempotent: reopening a file, or two
 // processes opening it at once, is safe. Close the Store when done.
 func Open(path string, o Options) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, 0) {
@@ -61,6 +61,13 @@ func Open(path string, o Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	// SQLite would create the file with the umask's mode (0644, typically), and
+	// gives its -wal and -shm files the mode of the database: create it 0600.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	_ = f.Close()
 	s := &Store{clock: o.Clock, ids: o.IDs}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
@@ -237,11 +244,16 @@ func isBusy(err error) bool {
 	return false
 }
 
-// translate turns SQLite constraint violations into ECONFLICT.
+// translate turns SQLite constraint violations into ECONFLICT, and a statement
+// that stayed busy or locked past the busy timeout into EUNAVAILABLE (its
+// transaction is rolled back: nothing was written).
 func translate(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
 		return &molt.Error{Code: molt.ECONFLICT, Reason: "constraint", Message: "the write conflicts with stored data", Err: err}
+	}
+	if isBusy(err) {
+		return molt.Unavailable(err, "sqlite is busy")
 	}
 	return err
 }

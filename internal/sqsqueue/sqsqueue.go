@@ -55,6 +55,29 @@ func New(api API, urls map[string]string) *Sender {
 	return s
 }
 
+// attributesAPI is what Ping needs besides API; *sqs.Client has it.
+type attributesAPI interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Ping reads one attribute of every queue the Sender routes to (the deep health
+// check; it needs sqs:GetQueueAttributes). EUNAVAILABLE when one does not answer;
+// nil when the client cannot read attributes (nothing to check with).
+func (s *Sender) Ping(ctx context.Context) error {
+	api, ok := s.api.(attributesAPI)
+	if !ok {
+		return nil
+	}
+	for kind, url := range s.urls {
+		_, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			return molt.Unavailable(err, "queue of %s", kind)
+		}
+	}
+	return nil
+}
+
 // Send sends m to its kind's queue. It returns EINVALID for a message without kind
 // or id, queue.ErrNoRoute for a kind without a queue, and EUNAVAILABLE when SQS
 // fails (sending again is harmless: wake-ups are idempotent).

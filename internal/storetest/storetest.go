@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("FileConditions", func(t *testing.T) { t.Parallel(); testFileConditions(t, open) })
 	t.Run("ListSurface", func(t *testing.T) { t.Parallel(); testListSurface(t, open) })
 	t.Run("Tokens", func(t *testing.T) { t.Parallel(); testTokens(t, open) })
+	t.Run("TokenLifecycle", func(t *testing.T) { t.Parallel(); testTokenLifecycle(t, open) })
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
 	t.Run("SettingsRevision", func(t *testing.T) { t.Parallel(); testSettingsRevision(t, open) })
 	t.Run("SettingsMerge", func(t *testing.T) { t.Parallel(); testSettingsMerge(t, open) })

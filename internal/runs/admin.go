@@ -24,6 +24,7 @@ const (
 	CodeNotRetryable  = "run_not_retryable"  // retry: applied (roll back first), or approved with its apply not failed
 	CodeHintRequired  = "hint_required"      // retry: no new hint
 	CodeApplyInFlight = "apply_in_flight"    // delete: one of its applies is not finished
+	CodeWorkspaceGone = "workspace_gone"     // approve: the run's workspace was deleted
 )
 
 // List filters.
@@ -283,6 +284,13 @@ func (s *Service) Approve(ctx context.Context, id, reviewerHint string) (View, e
 	}
 	if it.Status != StatusAwaitingReview || it.Active {
 		return View{}, molt.Conflict(CodeNotReviewable, "run %s is %s; only a run awaiting review can be approved", id, it.Status)
+	}
+	// An apply of a workspace that is gone could only fail: refuse it here.
+	if _, err := s.store.GetWorkspace(ctx, d.Workspace); err != nil {
+		if molt.ErrorCode(err) == molt.ENOTFOUND {
+			return View{}, molt.Conflict(CodeWorkspaceGone, "workspace %s of run %s no longer exists", d.Workspace, id)
+		}
+		return View{}, fmt.Errorf("read workspace %s: %w", d.Workspace, err)
 	}
 	ap, err := s.newApply(id, d, ApprovedByReviewer, reviewerHint)
 	if err != nil {

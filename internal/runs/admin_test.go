@@ -280,3 +280,26 @@ func TestList(t *testing.T) {
 		wantCode(t, err, molt.EINVALID)
 	})
 }
+
+// TestApproveWorkspaceGone: a run whose workspace was deleted cannot be
+// approved (409 workspace_gone): its apply could only fail. Nothing is written.
+func TestApproveWorkspaceGone(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		e := setup(t, open)
+		ss := e.session(fullCaller)
+		a := e.reviewed(ss.ID, "always answer in French")
+		before := e.item(work.KindRun, a.ID)
+		if err := e.store.DeleteWorkspace(e.ctx, before.Workspace); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.runs.Approve(e.ctx, a.ID, "")
+		wantReason(t, err, runs.CodeWorkspaceGone)
+		if got := e.item(work.KindRun, a.ID); got.OpID != before.OpID || got.Status != runs.StatusAwaitingReview {
+			t.Fatalf("the refused approval wrote the run: %+v", got)
+		}
+		if len(e.applies()) != 0 {
+			t.Fatal("an apply was created for a deleted workspace")
+		}
+	})
+}

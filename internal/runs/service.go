@@ -23,6 +23,8 @@ type Store interface {
 	session.Store
 	settings.Store
 	workspace.SurfaceStore
+	// GetWorkspace returns ENOTFOUND when absent.
+	GetWorkspace(ctx context.Context, name string) (workspace.Workspace, error)
 }
 
 // Deps are the service's dependencies. Store, Protocol, Blobs, Queue and Model

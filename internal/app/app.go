@@ -17,6 +17,7 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
@@ -43,6 +44,10 @@ type App struct {
 	// Applies runs evolution applies: the apply worker, rollback, the auto-apply
 	// notices and retention.
 	Applies *applies.Service
+	// Search is the web search chain behind web_search and GET /api/search;
+	// Fetch reads public documents for web_fetch.
+	Search *search.Client
+	Fetch  *search.Fetcher
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -110,6 +115,12 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs = runs.New(runs.Deps{Store: a.Store, Protocol: a.Protocol, Blobs: a.Blobs, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Runs)
 	a.Runs.Register(a.Chat)
+	a.Search = search.New(cfg.Search, logger)
+	a.Fetch = search.NewFetcher(cfg.Search, logger, search.FetchOptions{})
+	a.closers = append(a.closers, func() error { a.Search.Close(); a.Fetch.Close(); return nil })
+	for _, t := range webTools(a.Search, a.Fetch) {
+		_ = a.Chat.Tools().Register(t)
+	}
 	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
 	for _, r := range registry {
@@ -133,7 +144,7 @@ func (a *App) Workers() []Worker { return a.workers }
 // HTTPHandler returns the UI API.
 func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
-		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies})
+		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies, Search: a.Search})
 }
 
 // Maintainer returns the tick's maintenance pass over every registered kind, with

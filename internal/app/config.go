@@ -11,6 +11,7 @@ import (
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 )
 
 // Backends.
@@ -32,6 +33,9 @@ type Config struct {
 	Runs runs.Config
 	// Applies tunes rollback and retention (zero fields: defaults); see applies.Config.
 	Applies applies.Config
+	// Search configures web search and fetch (zero: auto without SearXNG, i.e.
+	// DuckDuckGo); see search.ConfigFromEnv for its variables.
+	Search search.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -86,6 +90,7 @@ func ConfigFromEnv(environ []string) Config {
 		}
 	}
 	c.Chat, c.envErr = chatFromEnv(env)
+	c.Search = search.ConfigFromEnv(environ)
 	return c
 }
 
@@ -124,6 +129,9 @@ func (c Config) Validate() error {
 		return c.envErr
 	}
 	if err := c.Chat.Validate(); err != nil {
+		return err
+	}
+	if err := c.Search.Validate(); err != nil {
 		return err
 	}
 	switch c.Backend {

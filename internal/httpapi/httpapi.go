@@ -24,6 +24,7 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -50,6 +51,8 @@ type Config struct {
 	// Applies runs evolution applies behind /api/evolution/applies; nil leaves
 	// those routes out.
 	Applies *applies.Service
+	// Search is the web search chain behind /api/search; nil leaves it out.
+	Search *search.Client
 }
 
 type server struct {
@@ -62,6 +65,7 @@ type server struct {
 	chat     *chat.Service
 	runs     *runs.Service
 	applies  *applies.Service
+	search   *search.Client
 	settings *settings.Service
 	surfaces *workspace.Surfaces
 	mux      *http.ServeMux
@@ -73,7 +77,7 @@ func New(c Config) http.Handler {
 	if c.Store == nil {
 		panic("httpapi: Config.Store is nil")
 	}
-	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies}
+	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies, search: c.Search}
 	s.settings = &settings.Service{Store: c.Store}
 	s.surfaces = &workspace.Surfaces{Store: c.Store}
 	if s.clock == nil {
@@ -141,6 +145,9 @@ func (s *server) routes() {
 	}
 	if s.applies != nil {
 		s.applyRoutes()
+	}
+	if s.search != nil {
+		s.searchRoutes()
 	}
 }
 

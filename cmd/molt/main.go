@@ -98,6 +98,11 @@ func open(ctx context.Context, data string, logger *slog.Logger) (*app.App, erro
 	if data != "" {
 		cfg.DataDir = data
 	}
+	return openConfig(ctx, cfg, logger)
+}
+
+// openConfig builds the app on cfg.
+func openConfig(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App, error) {
 	if cfg.Backend == app.BackendAWS {
 		return awsbackend.NewApp(ctx, cfg, logger)
 	}
@@ -109,6 +114,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
 	data := fs.String("data", "", "data directory (default ./.molt or MOLT_DATA)")
 	tick := fs.Duration("tick", 10*time.Second, "maintenance pass interval")
+	searxng := fs.String("searxng", "", "base URL of a SearXNG JSON API for web search (default MOLT_SEARXNG_URL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +127,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if *data != "" {
 		cfg.DataDir = *data
 	}
+	if *searxng != "" {
+		cfg.Search.SearXNGURL = *searxng
+	}
 	local := cfg.Backend != app.BackendAWS
 	if local {
 		unlock, err := localbackend.LockDataDir(cfg.DataDir)
@@ -129,13 +138,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		}
 		defer unlock()
 	}
-	a, err := open(ctx, *data, logger)
+	a, err := openConfig(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	return a.Serve(ctx, app.ServeOptions{Addr: *addr, Tick: *tick, AdminToken: os.Getenv("MOLT_ADMIN_TOKEN"), Out: stdout,
-		Recover: local})
+		Recover: local, SearXNGProbe: 30 * time.Second})
 }
 
 const tokenUsage = "usage: molt token create|list|revoke ID|rotate-admin [--data DIR]"

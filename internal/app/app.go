@@ -21,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/work"
@@ -54,6 +55,10 @@ type App struct {
 	Naming *naming.Service
 	// Tokens creates, lists and revokes tokens (`molt token`, /api/tokens).
 	Tokens *auth.Tokens
+	// Search is the web search chain behind web_search and GET /api/search;
+	// Fetch reads public documents for web_fetch.
+	Search *search.Client
+	Fetch  *search.Fetcher
 
 	// Local backend: the in-process queues workers receive from.
 	Local *memqueue.Queues
@@ -124,6 +129,12 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Runs = runs.New(runs.Deps{Store: a.Store, Protocol: a.Protocol, Blobs: a.Blobs, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Runs)
 	a.Runs.Register(a.Chat)
+	a.Search = search.New(cfg.Search, logger)
+	a.Fetch = search.NewFetcher(cfg.Search, logger, search.FetchOptions{})
+	a.closers = append(a.closers, func() error { a.Search.Close(); a.Fetch.Close(); return nil })
+	for _, t := range webTools(a.Search, a.Fetch) {
+		_ = a.Chat.Tools().Register(t)
+	}
 	a.Applies = applies.New(applies.Deps{Store: a.Store, Blobs: a.Blobs, Queue: a.Queue, Protocol: a.Protocol,
 		Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Applies)
 	a.Delegate = &delegate.Service{Store: a.Store, Protocol: a.Protocol,
@@ -156,7 +167,7 @@ func (a *App) HTTPHandler() http.Handler {
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
 		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS), Naming: a.Naming,
 		Tokens: a.Tokens, RequestTimeout: a.Config.RequestTimeout,
-		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}})
+		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}, Search: a.Search})
 }
 
 // A2A returns the A2A endpoint; streaming says whether the server in front

@@ -13,6 +13,7 @@ import (
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 )
 
 // Backends.
@@ -44,6 +45,9 @@ type Config struct {
 	// RequestTimeout is every API request's deadline (MOLT_REQUEST_TIMEOUT;
 	// zero: httpapi.DefaultRequestTimeout, 25 s).
 	RequestTimeout time.Duration
+	// Search configures web search and fetch (zero: auto without SearXNG, i.e.
+	// DuckDuckGo); see search.ConfigFromEnv for its variables.
+	Search search.Config
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -117,6 +121,7 @@ func ConfigFromEnv(environ []string) Config {
 		}
 		c.RequestTimeout = d
 	}
+	c.Search = search.ConfigFromEnv(environ)
 	return c
 }
 
@@ -158,6 +163,9 @@ func (c Config) Validate() error {
 		return c.envErr
 	}
 	if err := c.Chat.Validate(); err != nil {
+		return err
+	}
+	if err := c.Search.Validate(); err != nil {
 		return err
 	}
 	switch c.Backend {

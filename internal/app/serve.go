@@ -28,6 +28,10 @@ type ServeOptions struct {
 	// process owns the store exclusively (the local backend under its data
 	// directory's lock), never on a store other processes use.
 	Recover bool
+	// SearXNGProbe, when positive and a SearXNG URL is configured, probes its
+	// /config in the background for up to this long and logs whether it is
+	// ready; the API serves meanwhile (search falls back while it is not).
+	SearXNGProbe time.Duration
 }
 
 // Serve runs the API, the tick and every registered worker in this process until
@@ -79,6 +83,9 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { a.tickLoop(bg, o.Tick) })
+	if o.SearXNGProbe > 0 && a.Config.Search.SearXNGURL != "" {
+		wg.Go(func() { a.ProbeSearXNG(bg, o.SearXNGProbe) })
+	}
 	set, err := a.Store.GetSettings(ctx)
 	if err != nil {
 		stop()

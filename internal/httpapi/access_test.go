@@ -16,6 +16,7 @@ import (
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/sqlite"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -35,6 +36,9 @@ type appEnv struct {
 func setupApp(t *testing.T) *appEnv {
 	t.Helper()
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
+	// Search on loopback providers, never the internet.
+	sx, ddg := searchServers(t, false)
+	cfg.Search = search.Config{SearXNGURL: sx, DuckDuckGoURL: ddg}
 	clock := molt.SystemClock{}
 	ids := &molt.SortableIDs{Clock: clock}
 	d, err := localbackend.Open(cfg, clock, ids)
@@ -159,12 +163,13 @@ const (
 var callerNames = [nCallers]string{"none", "unknown", "full", "workspace", "workspace-other", "readonly", "readonly-other"}
 
 // Access rules: the status each caller kind gets on an existing resource of acme.
-func everyone(s int) [nCallers]int { return [nCallers]int{s, s, s, s, s, s, s} }
-func authed(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, s, s, s} }
-func fullOnly(s int) [nCallers]int { return [nCallers]int{401, 401, s, 403, 403, 403, 403} }
-func readWS(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, 404, s, 404} }
-func writeWS(s int) [nCallers]int  { return [nCallers]int{401, 401, s, 403, 404, 403, 404} }
-func chatWS(s int) [nCallers]int   { return [nCallers]int{401, 401, s, s, 404, 403, 404} }
+func everyone(s int) [nCallers]int  { return [nCallers]int{s, s, s, s, s, s, s} }
+func authed(s int) [nCallers]int    { return [nCallers]int{401, 401, s, s, s, s, s} }
+func fullOnly(s int) [nCallers]int  { return [nCallers]int{401, 401, s, 403, 403, 403, 403} }
+func readWS(s int) [nCallers]int    { return [nCallers]int{401, 401, s, s, 404, s, 404} }
+func writeWS(s int) [nCallers]int   { return [nCallers]int{401, 401, s, 403, 404, 403, 404} }
+func chatWS(s int) [nCallers]int    { return [nCallers]int{401, 401, s, s, 404, 403, 404} }
+func searchers(s int) [nCallers]int { return [nCallers]int{401, 401, s, s, s, 403, 403} }
 
 // TestAccessMatrix walks every route the server registers with every kind of
 // caller and checks the status of each, on a real resource of workspace acme.
@@ -314,6 +319,7 @@ func TestAccessMatrix(t *testing.T) {
 				}
 				return "/api/evolution/runs/" + e.rejectedRun()
 			}},
+		{pattern: "GET /api/search", want: searchers(200), path: static("/api/search?q=molt")},
 		{pattern: "GET /api/evolution/applies/{id}", want: fullOnly(200), path: static("/api/evolution/applies/" + applyID),
 			missing: "/api/evolution/applies/" + missingID},
 		{pattern: "GET /api/tokens", want: fullOnly(200), path: static("/api/tokens")},

@@ -27,6 +27,7 @@ import (
 	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/runs"
+	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -84,6 +85,8 @@ type Config struct {
 	// Checks are what GET /health?deep=1 probes besides the store (which it
 	// always reads); nil probes the store only.
 	Checks []Check
+	// Search is the web search chain behind /api/search; nil leaves it out.
+	Search *search.Client
 }
 
 type server struct {
@@ -104,6 +107,7 @@ type server struct {
 	tokens     *auth.Tokens
 	timeout    time.Duration
 	checks     []Check
+	search     *search.Client
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -115,7 +119,7 @@ func New(c Config) http.Handler {
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
 		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming,
-		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks}
+		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks, search: c.Search}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -203,6 +207,9 @@ func (s *server) routes() {
 		s.handle("GET /api/tokens", s.listTokens)
 		s.handle("POST /api/tokens", s.createToken)
 		s.handle("DELETE /api/tokens/{id}", s.revokeToken)
+	}
+	if s.search != nil {
+		s.searchRoutes()
 	}
 }
 

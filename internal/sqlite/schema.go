@@ -121,6 +121,10 @@ ALTER TABLE items ADD COLUMN expires_at TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE settings ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 `,
+	// 5: the change feed (ItemsChangedAfter) reads a kind's items by update time.
+	`
+CREATE INDEX items_by_updated ON items (kind, updated_at, id);
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

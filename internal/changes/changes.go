@@ -5,12 +5,13 @@
 // on `molt serve` and on Lambda alike.
 //
 // A poll when nothing changed costs one index query per kind that returns nothing
-// (DynamoDB's gsi3, SQLite's items_by_updated). The cursor records, per kind, the
-// newest change returned; the next poll reads again from Lookback before it,
-// because an index read may lag a write by a moment and the writers' clocks may
-// differ a little, so a change is never skipped; the client drops the ones it has
-// seen (same kind, id and updated_at). When a kind's page was full, the next poll
-// continues exactly after its last change instead, so a burst is paged through.
+// (DynamoDB's gsi3, SQLite's items_by_updated). The cursor records, per kind,
+// where the next poll starts: Lookback before the time of this poll, because an
+// index read may lag a write by a moment and the writers' clocks may differ a
+// little, so a change is never skipped. A change may therefore be sent in two
+// consecutive polls; the client drops the ones it has seen (same kind, id and
+// updated_at). When a kind's page was full, the next poll continues exactly
+// after its last change instead, so a burst is paged through.
 package changes
 
 import (
@@ -70,17 +71,15 @@ type Service struct {
 	Clock molt.Clock // for the first poll's starting point
 }
 
-// position is a kind's place in the feed; Exact means continue strictly after it
-// (its last page was full) rather than Lookback before it.
+// position is a kind's place in the feed: the next poll reads the changes
+// strictly after (At, ID).
 type position struct {
-	At    int64  `json:"t"`
-	ID    string `json:"i,omitempty"`
-	Exact bool   `json:"x,omitempty"`
+	At int64  `json:"t"`
+	ID string `json:"i,omitempty"`
 }
 
-// Poll returns the changes visible to c after cursor ("" starts at now minus
-// Lookback: a first poll returns only what is happening). EINVALID for a cursor
-// this package did not make.
+// Poll returns the changes visible to c after cursor ("" starts Lookback ago).
+// EINVALID for a cursor this package did not make.
 func (s *Service) Poll(ctx context.Context, c auth.Caller, cursor string) (Feed, error) {
 	pos, err := decode(cursor)
 	if err != nil {
@@ -90,40 +89,36 @@ func (s *Service) Poll(ctx context.Context, c auth.Caller, cursor string) (Feed,
 	if !c.IsFull() {
 		kinds = KindsScoped
 	}
-	now := s.Clock.Now()
+	// Every change older than settled is in the index by now: the next poll
+	// need not read it again.
+	settled := s.Clock.Now().Add(-Lookback).UnixNano()
 	out := Feed{Events: []Event{}}
 	next := map[work.Kind]position{}
 	for _, k := range kinds {
 		p, ok := pos[k]
 		if !ok {
-			p = position{At: now.UnixNano()}
+			p = position{At: settled}
 		}
-		at, id := time.Unix(0, p.At), p.ID
-		if !p.Exact {
-			at, id = at.Add(-Lookback), ""
-		}
-		items, err := s.Store.ItemsChangedAfter(ctx, k, at, id, PageLimit)
+		items, err := s.Store.ItemsChangedAfter(ctx, k, time.Unix(0, p.At), p.ID, PageLimit)
 		if err != nil {
 			return Feed{}, err
 		}
-		np := position{At: p.At}
-		if p.Exact {
-			np.ID = p.ID
-		}
 		for _, it := range items {
-			if t := it.UpdatedAt.UnixNano(); t > np.At || (t == np.At && it.ID > np.ID) {
-				np.At, np.ID = t, it.ID
-			}
 			if !c.IsFull() && !c.CanRead(it.Workspace) {
 				continue
 			}
 			out.Events = append(out.Events, event(it))
 		}
-		np.Exact = len(items) == PageLimit
-		if !np.Exact {
-			np.ID = ""
+		switch {
+		case len(items) == PageLimit:
+			// A burst: continue exactly after the last change read.
+			last := items[len(items)-1]
+			next[k] = position{At: last.UpdatedAt.UnixNano(), ID: last.ID}
+		case settled > p.At:
+			next[k] = position{At: settled}
+		default:
+			next[k] = p
 		}
-		next[k] = np
 	}
 	out.Cursor = encode(next)
 	return out, nil

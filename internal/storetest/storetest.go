@@ -93,6 +93,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Patch", func(t *testing.T) { t.Parallel(); testPatch(t, open) })
 	t.Run("Owns", func(t *testing.T) { t.Parallel(); testOwns(t, open) })
 	t.Run("Executor", func(t *testing.T) { t.Parallel(); testExecutor(t, open) })
+	t.Run("ItemsChanged", func(t *testing.T) { t.Parallel(); testItemsChanged(t, open) })
 }
 
 // --- helpers -------------------------------------------------------------------

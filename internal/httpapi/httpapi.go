@@ -20,6 +20,7 @@ import (
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/changes"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
@@ -64,6 +65,7 @@ type server struct {
 	applies    *applies.Service
 	settings   *settings.Service
 	workspaces *workspace.Service
+	changes    *changes.Service
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -80,6 +82,7 @@ func New(c Config) http.Handler {
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
+	s.changes = &changes.Service{Store: c.Store, Clock: s.clock}
 	if s.log == nil {
 		s.log = obs.NewLogger(os.Stderr)
 	}
@@ -120,6 +123,7 @@ func (s *server) route(pattern string, h http.HandlerFunc) {
 
 func (s *server) routes() {
 	s.route("GET /health", s.open(s.health))
+	s.consoleRoutes()
 
 	s.handle("GET /api/workspaces", s.listWorkspaces)
 	s.handle("PUT /api/workspaces/{ws}", s.putWorkspace)

@@ -118,7 +118,8 @@ func apiCall(t *testing.T, base, token, method, path, body string, headers ...st
 // TestConsoleInBrowser drives the console in headless Chromium against molt
 // serve: sign in, create a workspace, chat and see the offline reply arrive live,
 // /evo, see the run appear in the Evolution tab and approve it, see the apply
-// land, then edit a file while someone else changed it and see the 412.
+// land, roll it back through a conflict by forcing it, edit a file while someone
+// else changed it and see the 412, and see a settings error beside its field.
 // Screenshots of each view go to the test's artifact directory.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := browser(t)
@@ -192,6 +193,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//tr[@data-run]//span[contains(@class,"badge")][.="awaiting_review"]`)),
 		shot("evolution-runs"),
 		chromedp.Click(chromedp.CSS(`tr[data-run] a`)),
+		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="awaiting_review"]`)),
 		chromedp.WaitVisible(chromedp.ID("approve")),
 		chromedp.WaitVisible(chromedp.CSS("#patch table.diff")),
 		chromedp.WaitVisible(chromedp.ID("verdict")),
@@ -206,6 +208,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("manifest")),
 		chromedp.WaitVisible(chromedp.ID("rollback")),
 		shot("apply"),
+	)
+
+	// Someone edits a file the apply published: the rollback is refused with
+	// the conflict list, and forcing it restores the snapshot.
+	apiCall(t, base, token, "PUT", "/api/workspaces/acme/files/INSTRUCTIONS.md", "edited after the apply\n")
+	step("a rollback conflict, then forced",
+		chromedp.Click(chromedp.ID("rollback")),
+		chromedp.WaitVisible(chromedp.Search(`//ul[@id="conflicts"]/li[contains(., "INSTRUCTIONS.md")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="apply-error"]//div[contains(@class,"problem")][contains(., "409")][contains(., "conflict")]`)),
+		shot("rollback-conflict"),
+		chromedp.Click(chromedp.ID("force-rollback")),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="rollback-result"][contains(., "Rolled back")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="rolled_back"]`)),
+		chromedp.WaitNotPresent(chromedp.ID("rollback")),
 	)
 
 	// A file, opened in the console, then changed by someone else.
@@ -236,6 +252,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot("settings-error"),
 	)
 
+	step("a phone-sized screen",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".ws-link")),
+		shot("phone-chat"),
+		chromedp.EmulateViewport(1280, 800),
+	)
 	step("sign out forgets the token",
 		chromedp.Click(chromedp.ID("signout")),
 		chromedp.WaitVisible(chromedp.ID("token")),

@@ -71,10 +71,17 @@ function runView(root, id) {
     try { await fn(); toast(what + " done"); await load(); }
     catch (e) { clear(err, problemBox(e)); }
   };
+  // The hint outlives re-renders, so a live update never drops what is typed.
+  const hint = h("input", { id: "review-hint", name: "hint", "aria-label": "Hint", placeholder: "hint (reviewer hint on approve, new hint on retry)" });
+  let shown = "";
   const load = async () => {
     let d;
     try { d = await get("api/evolution/runs/" + enc(id)); } catch (e) { clear(err, problemBox(e)); return; }
-    const hint = h("input", { id: "review-hint", name: "hint", "aria-label": "Hint", placeholder: "hint (reviewer hint on approve, new hint on retry)" });
+    // Re-render only when something shown changed: a re-render under the
+    // reviewer's pointer would move the buttons.
+    const sig = JSON.stringify([d.status, d.updated_at, d.applies.map((a) => [a.status, a.updated_at])]);
+    if (sig === shown) return;
+    shown = sig;
     const review = d.status === "awaiting_review";
     const actions = h("div", { class: "row actions" },
       review && h("button", { type: "button", id: "approve", onclick: () => act("approve", () => post(`api/evolution/runs/${enc(id)}/approve`, hint.value ? { reviewer_hint: hint.value } : {})) }, "Approve"),
@@ -138,9 +145,13 @@ function applyView(root, id) {
       clear(err, parts);
     }
   };
+  let shown = "";
   const load = async () => {
     let a;
     try { a = await get("api/evolution/applies/" + enc(id)); } catch (e) { clear(err, problemBox(e)); return; }
+    const sig = JSON.stringify([a.status, a.updated_at]);
+    if (sig === shown) return;
+    shown = sig;
     const m = a.manifest;
     clear(body, h("h2", {}, "Apply ", a.id, " ", badge(a.status)),
       h("dl", { class: "facts" }, fact("Workspace", a.workspace), fact("Approved by", a.approved_by), fact("Level", a.level),
@@ -149,7 +160,9 @@ function applyView(root, id) {
       a.status === "applied" && h("button", { type: "button", id: "rollback", onclick: () => rollback(false) }, "Roll back"),
       h("h3", {}, "Published"), a.published.length ? h("ul", {}, a.published.map((p) => h("li", {}, p))) : h("p", { class: "muted" }, "Nothing yet."),
       m && h("section", { id: "manifest" }, h("h3", {}, `Manifest (attempt ${m.attempt}, ${m.overwrites} overwritten, ${m.new} new)`),
-        h("ul", {}, (m.files || []).map((f) => h("li", {}, JSON.stringify(f)))), m.created_dirs && m.created_dirs.length ? list("created dirs", m.created_dirs) : null),
+        h("ul", {}, (m.files || []).map((f) => h("li", {}, h("strong", {}, f.rel), ` — ${f.kind}${f.unchanged ? " (unchanged)" : ""}`,
+          h("span", { class: "muted" }, ` before ${f.before ? f.before.slice(0, 12) : "none"}, after ${f.after ? f.after.slice(0, 12) : "none"}`)))),
+        m.created_dirs && m.created_dirs.length ? list("created dirs", m.created_dirs) : null),
       a.rollback && h("section", {}, h("h3", {}, "Rollback"), h("pre", {}, JSON.stringify(a.rollback, null, 2))),
       a.observation && h("section", {}, h("h3", {}, "Observation"), fold(a.observation)));
   };

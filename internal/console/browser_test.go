@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/localbackend"
 )
 
@@ -57,7 +58,7 @@ func browser(t *testing.T) context.Context {
 
 // serve runs the real `molt serve` wiring (local backend, offline model, the
 // workers and the tick) on a free port and returns its base URL and admin token.
-func serve(t *testing.T) (string, string) {
+func serve(t *testing.T) (string, string, *app.App) {
 	t.Helper()
 	t.Setenv("MOLT_MODEL", "offline")
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
@@ -80,13 +81,13 @@ func serve(t *testing.T) (string, string) {
 	})
 	select {
 	case addr := <-ready:
-		return "http://" + addr, token
+		return "http://" + addr, token, a
 	case err := <-done:
 		t.Fatalf("serve: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // apiCall makes one API call outside the browser (a concurrent editor).
@@ -123,7 +124,7 @@ func apiCall(t *testing.T, base, token, method, path, body string, headers ...st
 // Screenshots of each view go to the test's artifact directory.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := browser(t)
-	base, token := serve(t)
+	base, token, a := serve(t)
 	shots := t.ArtifactDir()
 	// L1: a run waits for a reviewer instead of applying itself.
 	apiCall(t, base, token, "PUT", "/api/settings", `{"evolution":{"level":"L1"}}`)
@@ -141,6 +142,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
+		start := time.Now()
+		defer func() { t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond)) }()
 		if err := chromedp.Do(sctx, actions...); err != nil {
 			loc, _ := chromedp.Run(ctx, chromedp.Location())
 			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
@@ -265,5 +268,36 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	if got := eval(`({token: sessionStorage.getItem("molt.token")})`); got["token"] != nil {
 		t.Fatalf("after sign-out sessionStorage holds %v, want nothing", got["token"])
+	}
+
+	// A readonly token of acme reads the chat and the files but is offered no
+	// write: no composer, no new session, no save, no Evolution or Settings tab.
+	ro, _, err := a.CreateToken(context.Background(), auth.Readonly, "acme", "reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("a readonly token sees no write buttons",
+		chromedp.SendKeys(chromedp.ID("token"), ro),
+		chromedp.Click(chromedp.ID("signin-submit")),
+		chromedp.WaitVisible(chromedp.Search(`//span[@id="whoami"][contains(., "readonly")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.sessions a`)),
+		chromedp.Click(chromedp.CSS(`.sessions a`)),
+		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-assistant")]`)),
+		shot("readonly-chat"),
+	)
+	got := eval(`({composer: !!document.getElementById("chat-input"), newSession: !!document.getElementById("new-session"),
+		newWS: !!document.getElementById("new-ws"),
+		evoTab: !document.querySelector('a[data-tab="evolution"]').hidden, settingsTab: !document.querySelector('a[data-tab="settings"]').hidden})`)
+	for k, v := range got {
+		if v != false {
+			t.Errorf("readonly token: %s offered (%v)", k, v)
+		}
+	}
+	step("readonly: a file without a save button",
+		chromedp.Navigate(base+"/#/files/acme/USER.md"),
+		chromedp.WaitVisible(chromedp.ID("file-content")),
+	)
+	if got := eval(`({save: !!document.getElementById("save-file"), editable: !document.getElementById("file-content").readOnly})`); got["save"] != false || got["editable"] != false {
+		t.Errorf("readonly token on a file: %v, want no save button and a read-only text", got)
 	}
 }

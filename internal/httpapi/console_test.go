@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/changes"
 	"github.com/molt-dev/molt/internal/console"
+	"github.com/molt-dev/molt/internal/httpapi"
 )
 
 // consoleAsset returns the served (hashed) name of a console asset.
@@ -123,4 +126,49 @@ func TestChangesFeed(t *testing.T) {
 		t.Errorf("feed with nothing new: %+v", h.Events)
 	}
 	wantProblem(t, e.do(req{method: "GET", path: "/api/changes?after=nonsense!", token: e.full}), 400, "invalid", "after")
+}
+
+// TestConsoleThroughLambda: the api function serves the same page and assets,
+// under a named stage too, with the console's headers; the body of an asset is
+// the embedded module, byte for byte.
+func TestConsoleThroughLambda(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	fn := httpapi.Lambda(e.h)
+	base := sampleV2(t, "apigw-v2-request-no-authorizer.json")
+	app := consoleAsset(t, "app.js")
+	for _, tc := range []struct{ stage, path, ctype, cache string }{
+		{"$default", "/", "text/html; charset=utf-8", "no-cache"},
+		{"prod", "/prod/", "text/html; charset=utf-8", "no-cache"},
+		{"prod", "/prod/assets/" + app, "text/javascript; charset=utf-8", "public, max-age=31536000, immutable"},
+	} {
+		ev := base
+		ev.RawPath, ev.RawQueryString = tc.path, ""
+		ev.RequestContext.Stage = tc.stage
+		ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = "GET", tc.path
+		ev.Headers = map[string]string{}
+		ev.Body = ""
+		resp, err := fn(context.Background(), ev)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %v %d %s", tc.path, err, resp.StatusCode, resp.Body)
+		}
+		body := resp.Body
+		if resp.IsBase64Encoded {
+			b, err := base64.StdEncoding.DecodeString(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = string(b)
+		}
+		if resp.Headers["Content-Type"] != tc.ctype || resp.Headers["Cache-Control"] != tc.cache ||
+			!strings.HasPrefix(resp.Headers["Content-Security-Policy"], "default-src 'self'") || resp.Headers["X-Frame-Options"] != "DENY" {
+			t.Errorf("GET %s: headers %v", tc.path, resp.Headers)
+		}
+		if strings.HasSuffix(tc.path, ".js") && !strings.Contains(body, "export") && !strings.Contains(body, "import") {
+			t.Errorf("GET %s: body is not the module: %.200s", tc.path, body)
+		}
+		if strings.HasSuffix(tc.path, "/") && !strings.Contains(body, `src="assets/`+app+`"`) {
+			t.Errorf("GET %s: index does not reference %s (relative, so a stage prefix works)", tc.path, app)
+		}
+	}
 }

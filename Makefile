@@ -53,7 +53,7 @@ ZIPS       := $(foreach f,$(FUNCTIONS),$(BUILD_DIR)/$(f).zip)
 TEST_FLAGS  ?= -count=1 -timeout=15m -p=2 -parallel=4
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout=15m -p=1
 
-.PHONY: help tools vet test build bootstraps zips molt run bench clean clean-tools version FORCE
+.PHONY: help tools browser vet test build bootstraps zips molt run bench clean clean-tools version FORCE
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,18 @@ $(STAMPS)/aws-lambda-rie-$(RIE_VERSION):
 	$(call go-install,$(RIE_PKG),$(RIE_VERSION),aws-lambda-rie)
 $(STAMPS)/staticcheck-$(STATICCHECK_VERSION):
 	$(call go-install,$(STATICCHECK_PKG),$(STATICCHECK_VERSION),staticcheck)
+
+# browser installs Debian's chromium (/usr/bin/chromium) for the console's browser
+# tests (internal/console) when it is missing; it needs root (or sudo). `make test` does
+# not depend on it: .ci/run calls it first, and a test machine without chromium skips
+# the browser tests (fails under CI=true).
+CHROMIUM ?= /usr/bin/chromium
+browser: ## install Debian's chromium for the browser tests when it is missing
+	@if [[ -x $(CHROMIUM) ]]; then echo "$(CHROMIUM) is installed"; exit 0; fi; \
+	if [[ $$(id -u) -eq 0 ]]; then sudo=; else sudo=sudo; fi; \
+	echo "installing chromium (apt-get)"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
+	test -x $(CHROMIUM)
 
 # ---- checks --------------------------------------------------------------------------
 vet: $(STAMPS)/staticcheck-$(STATICCHECK_VERSION) ## gofmt check, go vet and staticcheck

@@ -355,17 +355,17 @@ func (c *checker) checkTable() {
 				gk = append(gk, k.AttributeName+" "+k.KeyType)
 			}
 			switch g.IndexName {
-			case "gsi1", "gsi2":
+			case "gsi1", "gsi2", "gsi3":
 				gsis[g.IndexName] = true
 				key(g.IndexName, gk, g.IndexName+"pk", g.IndexName+"sk")
 				if g.Projection == nil || maybe(g.Projection.ProjectionType) != "ALL" {
 					c.addf(where, "%s must project ALL", g.IndexName)
 				}
 			default:
-				c.addf(where, "unknown index %s (the adapter uses gsi1 and gsi2)", g.IndexName)
+				c.addf(where, "unknown index %s (the adapter uses gsi1, gsi2 and gsi3)", g.IndexName)
 			}
 		}
-		for _, name := range []string{"gsi1", "gsi2"} {
+		for _, name := range []string{"gsi1", "gsi2", "gsi3"} {
 			if !gsis[name] {
 				c.addf(where, "index %s is missing", name)
 			}

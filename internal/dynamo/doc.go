@@ -5,8 +5,10 @@
 // # Table
 //
 // The schema is fixed (CreateTable and template.yaml declare the same): billing
-// PAY_PER_REQUEST; key pk (S, HASH) + sk (S, RANGE); GSI gsi1 on (gsi1pk, gsi1sk)
-// and GSI gsi2 on (gsi2pk, gsi2sk), both strings with projection ALL; TTL on
+// PAY_PER_REQUEST; key pk (S, HASH) + sk (S, RANGE); GSI gsi1 on (gsi1pk, gsi1sk),
+// GSI gsi2 on (gsi2pk, gsi2sk) and GSI gsi3 on (gsi3pk, gsi3sk: a work item's
+// updated_at in 20-digit nanoseconds, "#", its id; the change feed), all strings
+// with projection ALL; TTL on
 // expires_at (epoch seconds: work.Item.ExpiresAt, set by retention through
 // work.Set.ExpiresAt); point-in-time recovery in the template.
 //

@@ -25,8 +25,11 @@ const (
 	attrG1SK = "gsi1sk"
 	attrG2PK = "gsi2pk"
 	attrG2SK = "gsi2sk"
+	attrG3PK = "gsi3pk"
+	attrG3SK = "gsi3sk"
 	index1   = "gsi1"
 	index2   = "gsi2"
+	index3   = "gsi3"
 )
 
 // Options configure a Store.

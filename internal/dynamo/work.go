@@ -95,6 +95,8 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	}
 	if !it.UpdatedAt.IsZero() {
 		m[attrUpdatedAt] = tnum(it.UpdatedAt)
+		m[attrG3PK] = str(kindPK(it.Kind))
+		m[attrG3SK] = str(changeSK(it.UpdatedAt, it.ID))
 	}
 	if len(it.Data) > 0 {
 		m[attrData] = &types.AttributeValueMemberB{Value: it.Data}
@@ -392,6 +394,9 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 		updated = s.now() // always written
 	}
 	u.setTime(attrUpdatedAt, updated)
+	// gsi3 (the change feed) follows updated_at in the same write.
+	u.setVal(attrG3PK, str(kindPK(op.Kind)))
+	u.setVal(attrG3SK, str(changeSK(updated, op.ID)))
 	u.setStr(attrOpID, set.OpID)
 
 	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),
@@ -523,4 +528,36 @@ func (s *Store) LockHolder(ctx context.Context, k string) (string, error) {
 		return "", failure("read lock "+k, err)
 	}
 	return getS(m, attrHolder), nil
+}
+
+// changeSK is an item's gsi3 sort key: its update time in Unix nanoseconds,
+// zero-padded to 20 digits so the text sorts as the time, then its id.
+func changeSK(t time.Time, id string) string {
+	return fmt.Sprintf("%020d#%s", t.UnixNano(), id)
+}
+
+// ItemsChangedAfter lists kind's items whose (updated_at, id) comes after (at,
+// id), oldest change first, from gsi3 (eventually consistent: a change may show
+// a moment after its write).
+func (s *Store) ItemsChangedAfter(ctx context.Context, kind work.Kind, at time.Time, id string, limit int) ([]work.Item, error) {
+	if err := work.ValidateKind(kind); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > page.MaxLimit {
+		return nil, molt.Invalid("limit", "limit must be between 1 and %d", page.MaxLimit)
+	}
+	after := ""
+	if at.After(time.Unix(0, 0)) {
+		after = changeSK(at, id)
+	}
+	in := afterQuery(index3, attrG3PK, kindPK(kind), attrG3SK, after, true)
+	items, _, err := s.queryPage(ctx, in, limit)
+	if err != nil {
+		return nil, failure(fmt.Sprintf("list changed %s", kind), err)
+	}
+	out := make([]work.Item, 0, len(items))
+	for _, m := range items {
+		out = append(out, decodeItem(m))
+	}
+	return out, nil
 }

@@ -210,6 +210,10 @@ func TestAccessMatrix(t *testing.T) {
 	static := func(p string) func(bool) string { return func(bool) string { return p } }
 	rows := []row{
 		{pattern: "GET /health", want: everyone(200), path: static("/health")},
+		{pattern: "GET /{$}", want: everyone(200), path: static("/")},
+		{pattern: "GET /assets/{name}", want: everyone(200), path: static("/assets/" + consoleAsset(t, "app.js"))},
+		{pattern: "GET /api/me", want: authed(200), path: static("/api/me")},
+		{pattern: "GET /api/changes", want: authed(200), path: static("/api/changes")},
 		{pattern: "GET /api/workspaces", want: authed(200), path: static("/api/workspaces")},
 		{pattern: "PUT /api/workspaces/{ws}", want: writeWS(200), path: static("/api/workspaces/acme"),
 			missing: "/api/workspaces/nosuch", body: `{}`},

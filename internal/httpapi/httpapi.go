@@ -21,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/applies"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/buildinfo"
+	"github.com/molt-dev/molt/internal/changes"
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/molt"
@@ -108,6 +109,7 @@ type server struct {
 	timeout    time.Duration
 	checks     []Check
 	search     *search.Client
+	changes    *changes.Service
 	mux        *http.ServeMux
 	patterns   []string // every registered pattern, for Routes
 }
@@ -129,6 +131,7 @@ func New(c Config) http.Handler {
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}
+	s.changes = &changes.Service{Store: c.Store, Clock: s.clock}
 	if s.log == nil {
 		s.log = obs.NewLogger(os.Stderr)
 	}
@@ -169,6 +172,7 @@ func (s *server) route(pattern string, h http.HandlerFunc) {
 
 func (s *server) routes() {
 	s.route("GET /health", s.open(s.health))
+	s.consoleRoutes()
 
 	s.handle("GET /api/workspaces", s.listWorkspaces)
 	s.handle("PUT /api/workspaces/{ws}", s.putWorkspace)

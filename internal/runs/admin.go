@@ -69,8 +69,11 @@ type View struct {
 type Detail struct {
 	View
 	// Attempt is the attempt whose results are shown (its artifacts' folder).
-	Attempt int         `json:"attempt,omitempty"`
-	PatchMD string      `json:"patch_md,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	PatchMD string `json:"patch_md,omitempty"`
+	// DryRun is the patched agent's answer to the test scenario, when the
+	// attempt got that far.
+	DryRun  *DryRun     `json:"dry_run,omitempty"`
 	Logs    []LogEntry  `json:"logs"`
 	Applies []ApplyView `json:"applies"`
 	// AutoApply is the auto-apply banner, shown at level L2 and above: the
@@ -209,6 +212,14 @@ func (s *Service) Get(ctx context.Context, id string) (Detail, error) {
 			det.PatchMD = string(md)
 		case molt.ErrorCode(err) != molt.ENOTFOUND:
 			return Detail{}, fmt.Errorf("read patch.md of run %s: %w", id, err)
+		}
+		if b, err := s.blobs.Get(ctx, AttemptKey(id, r.Attempt, ArtifactDryRun)); err == nil {
+			var dr DryRun
+			if json.Unmarshal(b, &dr) == nil {
+				det.DryRun = &dr
+			}
+		} else if molt.ErrorCode(err) != molt.ENOTFOUND {
+			return Detail{}, fmt.Errorf("read dryrun.json of run %s: %w", id, err)
 		}
 	}
 	for i := len(d.Applies) - 1; i >= 0; i-- {

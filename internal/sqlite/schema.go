@@ -131,6 +131,10 @@ ALTER TABLE tokens ADD COLUMN last_used_at TEXT NOT NULL DEFAULT '';
 ALTER TABLE tokens ADD COLUMN revoked_at TEXT NOT NULL DEFAULT '';
 CREATE INDEX tokens_by_id ON tokens (id);
 `,
+	// 7: the change feed (ItemsChangedAfter) reads a kind's items by update time.
+	`
+CREATE INDEX items_by_updated ON items (kind, updated_at, id);
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

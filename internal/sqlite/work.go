@@ -326,3 +326,33 @@ func (s *Store) LockHolder(ctx context.Context, key string) (string, error) {
 	}
 	return h, nil
 }
+
+// ItemsChangedAfter lists kind's items whose (updated_at, id) comes after (at,
+// id), oldest change first, through the index items_by_updated.
+func (s *Store) ItemsChangedAfter(ctx context.Context, kind work.Kind, at time.Time, id string, limit int) ([]work.Item, error) {
+	if err := work.ValidateKind(kind); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > page.MaxLimit {
+		return nil, molt.Invalid("limit", "limit must be between 1 and %d", page.MaxLimit)
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+itemCols+` FROM items
+		WHERE kind = ? AND updated_at != '' AND (updated_at > ? OR (updated_at = ? AND id > ?))
+		ORDER BY updated_at, id LIMIT ?`, string(kind), ts(at), ts(at), id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list changed %s items: %w", kind, err)
+	}
+	defer rows.Close()
+	out := []work.Item{}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list changed %s items: %w", kind, err)
+		}
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list changed %s items: %w", kind, err)
+	}
+	return out, nil
+}

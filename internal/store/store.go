@@ -5,6 +5,7 @@ package store
 
 import (
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/changes"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/work"
@@ -18,4 +19,5 @@ type Store interface {
 	auth.Store
 	settings.Store
 	session.Store
+	changes.Store
 }

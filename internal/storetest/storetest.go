@@ -96,6 +96,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Owns", func(t *testing.T) { t.Parallel(); testOwns(t, open) })
 	t.Run("Executor", func(t *testing.T) { t.Parallel(); testExecutor(t, open) })
 	t.Run("Cancel", func(t *testing.T) { t.Parallel(); testCancel(t, open) })
+	t.Run("ItemsChanged", func(t *testing.T) { t.Parallel(); testItemsChanged(t, open) })
 }
 
 // --- helpers -------------------------------------------------------------------

@@ -1,0 +1,303 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/localbackend"
+)
+
+// chromium is Debian's chromium, installed by `make browser` (and .ci/run).
+const chromium = "/usr/bin/chromium"
+
+// browser starts headless Chromium with a fresh profile and every background
+// connection off (the test machine's network is closed). It skips when chromium
+// is missing, and fails instead under CI=true.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing (CI=true): run `make browser` first", chromium)
+		}
+		t.Skipf("%s is missing: `make browser` installs it", chromium)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// serve runs the real `molt serve` wiring (local backend, offline model, the
+// workers and the tick) on a free port and returns its base URL and admin token.
+func serve(t *testing.T) (string, string, *app.App) {
+	t.Helper()
+	t.Setenv("MOLT_MODEL", "offline")
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
+	a, err := localbackend.NewApp(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("new app: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	token := "molt_" + strings.Repeat("b", 43)
+	go func() {
+		done <- a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: token, Tick: time.Second,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = a.Close()
+	})
+	select {
+	case addr := <-ready:
+		return "http://" + addr, token, a
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return "", "", nil
+}
+
+// apiCall makes one API call outside the browser (a concurrent editor).
+func apiCall(t *testing.T, base, token, method, path, body string, headers ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return resp
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium against molt
+// serve: sign in, create a workspace, chat and see the offline reply arrive live,
+// /evo, see the run appear in the Evolution tab and approve it, see the apply
+// land, roll it back through a conflict by forcing it, edit a file while someone
+// else changed it and see the 412, and see a settings error beside its field.
+// Screenshots of each view go to the test's artifact directory.
+func TestConsoleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	base, token, a := serve(t)
+	shots := t.ArtifactDir()
+	// L1: a run waits for a reviewer instead of applying itself.
+	apiCall(t, base, token, "PUT", "/api/settings", `{"evolution":{"level":"L1"}}`)
+
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			return chromedp.Void{}, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		}
+	}
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		start := time.Now()
+		defer func() { t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond)) }()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			loc, _ := chromedp.Run(ctx, chromedp.Location())
+			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+			t.Fatalf("%s: %v\nat %s, page:\n%s", what, err, loc, body)
+		}
+	}
+	eval := func(expr string) map[string]any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return v
+	}
+
+	step("sign in",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("signin-submit")),
+		chromedp.WaitVisible(chromedp.ID("tabs")),
+	)
+	headers := eval(`({stored: sessionStorage.getItem("molt.token") !== null, cookie: document.cookie, url: location.href})`)
+	if headers["stored"] != true || headers["cookie"] != "" || strings.Contains(fmt.Sprint(headers["url"]), token) {
+		t.Fatalf("token storage: %v; want it in sessionStorage only", headers)
+	}
+
+	step("create a workspace and a session",
+		chromedp.WaitVisible(chromedp.ID("new-ws")),
+		chromedp.SendKeys(chromedp.ID("new-ws"), "acme"),
+		chromedp.Click(chromedp.ID("create-ws")),
+		chromedp.WaitVisible(chromedp.ID("new-session")),
+		chromedp.Click(chromedp.ID("new-session")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+	)
+	step("chat: the offline reply appears live",
+		chromedp.SendKeys(chromedp.ID("chat-input"), "hello there"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-assistant")][contains(., "[offline model]")]`)),
+		shot("chat"),
+	)
+
+	step("/evo queues a run",
+		chromedp.SendKeys(chromedp.ID("chat-input"), "/evo always answer in French"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="turn-state"]//a`)),
+	)
+	step("the run appears in the Evolution tab awaiting review",
+		chromedp.Click(chromedp.CSS(`a[data-tab="evolution"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//tr[@data-run]//span[contains(@class,"badge")][.="awaiting_review"]`)),
+		shot("evolution-runs"),
+		chromedp.Click(chromedp.CSS(`tr[data-run] a`)),
+		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="awaiting_review"]`)),
+		chromedp.WaitVisible(chromedp.ID("approve")),
+		chromedp.WaitVisible(chromedp.CSS("#patch table.diff")),
+		chromedp.WaitVisible(chromedp.ID("verdict")),
+		shot("evolution-run"),
+	)
+	step("approve; the apply lands",
+		chromedp.SendKeys(chromedp.ID("review-hint"), "looks right"),
+		chromedp.Click(chromedp.ID("approve")),
+		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="applied"]`)),
+		chromedp.WaitNotPresent(chromedp.ID("approve")),
+		chromedp.Click(chromedp.Search(`//h3[.="Applies"]/following-sibling::ul//a`)),
+		chromedp.WaitVisible(chromedp.ID("manifest")),
+		chromedp.WaitVisible(chromedp.ID("rollback")),
+		shot("apply"),
+	)
+
+	// Someone edits a file the apply published: the rollback is refused with
+	// the conflict list, and forcing it restores the snapshot.
+	apiCall(t, base, token, "PUT", "/api/workspaces/acme/files/INSTRUCTIONS.md", "edited after the apply\n")
+	step("a rollback conflict, then forced",
+		chromedp.Click(chromedp.ID("rollback")),
+		chromedp.WaitVisible(chromedp.Search(`//ul[@id="conflicts"]/li[contains(., "INSTRUCTIONS.md")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="apply-error"]//div[contains(@class,"problem")][contains(., "409")][contains(., "conflict")]`)),
+		shot("rollback-conflict"),
+		chromedp.Click(chromedp.ID("force-rollback")),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="rollback-result"][contains(., "Rolled back")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="rolled_back"]`)),
+		chromedp.WaitNotPresent(chromedp.ID("rollback")),
+	)
+
+	// A file, opened in the console, then changed by someone else.
+	apiCall(t, base, token, "PUT", "/api/workspaces/acme/files/USER.md", "first version\n")
+	step("open the file",
+		chromedp.Navigate(base+"/#/files/acme/USER.md"),
+		chromedp.WaitVisible(chromedp.ID("file-content")),
+		chromedp.WaitVisible(chromedp.ID("save-file")),
+	)
+	apiCall(t, base, token, "PUT", "/api/workspaces/acme/files/USER.md", "someone else's version\n")
+	step("a conflicting save is refused with 412",
+		chromedp.SendKeys(chromedp.ID("file-content"), "my edit "),
+		chromedp.Click(chromedp.ID("save-file")),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="file-error"]//div[contains(@class,"problem")][contains(., "412")][contains(., "precondition_failed")]`)),
+		shot("file-conflict"),
+	)
+	resp := apiCall(t, base, token, "GET", "/api/workspaces/acme/files/USER.md", "")
+	if b, _ := io.ReadAll(resp.Body); string(b) != "someone else's version\n" {
+		t.Fatalf("USER.md after the refused save = %q, want the other editor's version", b)
+	}
+
+	step("settings: a validation error beside its field",
+		chromedp.Click(chromedp.CSS(`a[data-tab="settings"]`)),
+		chromedp.WaitVisible(chromedp.ID("set-evolution-max_attempts")),
+		chromedp.SetValue(chromedp.ID("set-evolution-max_attempts"), "0"),
+		chromedp.Click(chromedp.ID("save-settings")),
+		chromedp.WaitVisible(chromedp.Search(`//span[@id="set-evolution-max_attempts-error"][string-length(.) > 0]`)),
+		shot("settings-error"),
+	)
+
+	step("a phone-sized screen",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".ws-link")),
+		shot("phone-chat"),
+		chromedp.EmulateViewport(1280, 800),
+	)
+	step("sign out forgets the token",
+		chromedp.Click(chromedp.ID("signout")),
+		chromedp.WaitVisible(chromedp.ID("token")),
+	)
+	if got := eval(`({token: sessionStorage.getItem("molt.token")})`); got["token"] != nil {
+		t.Fatalf("after sign-out sessionStorage holds %v, want nothing", got["token"])
+	}
+
+	// A readonly token of acme reads the chat and the files but is offered no
+	// write: no composer, no new session, no save, no Evolution or Settings tab.
+	ro, _, err := a.CreateToken(context.Background(), auth.Readonly, "acme", "reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("a readonly token sees no write buttons",
+		chromedp.SendKeys(chromedp.ID("token"), ro),
+		chromedp.Click(chromedp.ID("signin-submit")),
+		chromedp.WaitVisible(chromedp.Search(`//span[@id="whoami"][contains(., "readonly")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.sessions a`)),
+		chromedp.Click(chromedp.CSS(`.sessions a`)),
+		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-assistant")]`)),
+		shot("readonly-chat"),
+	)
+	got := eval(`({composer: !!document.getElementById("chat-input"), newSession: !!document.getElementById("new-session"),
+		newWS: !!document.getElementById("new-ws"),
+		evoTab: !document.querySelector('a[data-tab="evolution"]').hidden, settingsTab: !document.querySelector('a[data-tab="settings"]').hidden})`)
+	for k, v := range got {
+		if v != false {
+			t.Errorf("readonly token: %s offered (%v)", k, v)
+		}
+	}
+	step("readonly: a file without a save button",
+		chromedp.Navigate(base+"/#/files/acme/USER.md"),
+		chromedp.WaitVisible(chromedp.ID("file-content")),
+	)
+	if got := eval(`({save: !!document.getElementById("save-file"), editable: !document.getElementById("file-content").readOnly})`); got["save"] != false || got["editable"] != false {
+		t.Errorf("readonly token on a file: %v, want no save button and a read-only text", got)
+	}
+}

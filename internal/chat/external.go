@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/molt"
-	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -27,15 +24,8 @@ const ReasonNotExternal = "not_external"
 // Errors: those of Post, and EINVALID with ReasonNotExternal for a session
 // not opened as external.
 func (s *Service) PostExternal(ctx context.Context, c auth.Caller, sessionID, text string) (work.Item, error) {
-	if len(text) > session.MaxUserText {
-		return work.Item{}, &molt.Error{Code: molt.ETOOLARGE, Field: "text",
-			Message: fmt.Sprintf("message text over %d bytes", session.MaxUserText)}
-	}
-	if !utf8.ValidString(text) {
-		return work.Item{}, molt.Invalid("text", "text is not valid UTF-8")
-	}
-	if strings.TrimSpace(text) == "" {
-		return work.Item{}, molt.Invalid("text", "text is empty")
+	if err := checkUserText(text); err != nil {
+		return work.Item{}, err
 	}
 	sess, err := s.session(ctx, c, sessionID, true)
 	if err != nil {

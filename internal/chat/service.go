@@ -434,15 +434,8 @@ func (s *Service) Turn(ctx context.Context, c auth.Caller, id string) (work.Item
 // session.MaxUserText bytes; EUNAVAILABLE when the store cannot be reached or
 // appends kept racing.
 func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text string) (work.Item, error) {
-	if len(text) > session.MaxUserText {
-		return work.Item{}, &molt.Error{Code: molt.ETOOLARGE, Field: "text",
-			Message: fmt.Sprintf("message text over %d bytes", session.MaxUserText)}
-	}
-	if !utf8.ValidString(text) {
-		return work.Item{}, molt.Invalid("text", "text is not valid UTF-8")
-	}
-	if strings.TrimSpace(text) == "" {
-		return work.Item{}, molt.Invalid("text", "text is empty")
+	if err := checkUserText(text); err != nil {
+		return work.Item{}, err
 	}
 	sess, err := s.session(ctx, c, sessionID, true)
 	if err != nil {
@@ -452,6 +445,23 @@ func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text strin
 		return fn(ctx, s, CommandRequest{Caller: c, Session: sess, Name: name, Args: args, Text: text})
 	}
 	return s.CreateTurn(ctx, sess, text, false)
+}
+
+// checkUserText refuses a user message's text: ETOOLARGE over
+// session.MaxUserText bytes, EINVALID (field text) when it is not valid UTF-8
+// or empty.
+func checkUserText(text string) error {
+	if len(text) > session.MaxUserText {
+		return &molt.Error{Code: molt.ETOOLARGE, Field: "text",
+			Message: fmt.Sprintf("message text over %d bytes", session.MaxUserText)}
+	}
+	if !utf8.ValidString(text) {
+		return molt.Invalid("text", "text is not valid UTF-8")
+	}
+	if strings.TrimSpace(text) == "" {
+		return molt.Invalid("text", "text is empty")
+	}
+	return nil
 }
 
 // maxSeqRaces bounds the re-reads of a session whose next seq moved under a

@@ -177,13 +177,9 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 	case "extended":
 		h.reply(w, id, nil, &rpcError{Code: codeExtendedCard, Message: "this agent has no extended card"})
 	case "get":
-		var p getParams
-		if err := decodeParams(req.Params, &p); err != nil {
+		p, err := taskParams(req.Params)
+		if err != nil {
 			h.reply(w, id, nil, err)
-			return
-		}
-		if p.ID == "" {
-			h.reply(w, id, nil, invalidParams("params.id is required"))
 			return
 		}
 		if p.HistoryLength != nil && *p.HistoryLength < 0 {
@@ -227,13 +223,9 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 		}
 		h.reply(w, id, map[string]any{"tasks": out, "nextPageToken": next, "pageSize": size, "totalSize": len(out)}, nil)
 	case "cancel":
-		var p getParams
-		if err := decodeParams(req.Params, &p); err != nil {
+		p, err := taskParams(req.Params)
+		if err != nil {
 			h.reply(w, id, nil, err)
-			return
-		}
-		if p.ID == "" {
-			h.reply(w, id, nil, invalidParams("params.id is required"))
 			return
 		}
 		if !c.CanChat(ref.ws) {
@@ -293,13 +285,9 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 		}
 		h.reply(w, id, res, nil)
 	case "subscribe":
-		var p getParams
-		if err := decodeParams(req.Params, &p); err != nil {
+		p, err := taskParams(req.Params)
+		if err != nil {
 			h.reply(w, id, nil, err)
-			return
-		}
-		if p.ID == "" {
-			h.reply(w, id, nil, invalidParams("params.id is required"))
 			return
 		}
 		if !h.cfg.Streaming {

@@ -147,6 +147,19 @@ type listParams struct {
 
 // decodeParams decodes params strictly enough: an object, known fields
 // ignored if unknown (clients add fields across versions).
+// taskParams decodes the params of a method that names one task
+// (get, cancel, resubscribe): params.id is required.
+func taskParams(raw json.RawMessage) (getParams, error) {
+	var p getParams
+	if err := decodeParams(raw, &p); err != nil {
+		return p, err
+	}
+	if p.ID == "" {
+		return p, invalidParams("params.id is required")
+	}
+	return p, nil
+}
+
 func decodeParams(raw json.RawMessage, v any) error {
 	s := strings.TrimSpace(string(raw))
 	if s == "" || s == "null" {

@@ -1,6 +1,7 @@
 package applies_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -56,6 +57,11 @@ func BenchmarkTick(b *testing.B) {
 		for _, n := range sizes {
 			b.Run(fmt.Sprintf("%s/history=%d", st.name, n), func(b *testing.B) {
 				e := setup(b, st.open)
+				// Seeding and a pass over a large history on the emulator
+				// take longer than the harness's three minutes.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				e.ctx = ctx
 				seedHistory(b, e, n)
 				m := e.app.Maintainer()
 				passes := []struct {

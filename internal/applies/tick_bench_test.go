@@ -91,6 +91,11 @@ func BenchmarkTick(b *testing.B) {
 				}
 				for _, p := range passes {
 					b.Run(p.name, func(b *testing.B) {
+						// One pass first, untimed: the store's caches after
+						// seeding are not a tick's.
+						if err := p.run(); err != nil {
+							b.Fatal(err)
+						}
 						e.store.reset()
 						listed := e.store.listed.Load()
 						start := time.Now()
@@ -171,7 +176,7 @@ func seedHistory(b *testing.B, e *env, n int) {
 			if i%2 == 1 && k.kind != work.KindTurn {
 				archived := now.Add(-5 * day)
 				it.ID, it.CreatedAt, it.UpdatedAt = old.NewID(), now.Add(-21*day), now.Add(-20*day)
-				it.Data = withArchived(b, k.data, archived)
+				it.Data, it.ArchivedAt = withArchived(b, k.data, archived), archived
 				it.ExpiresAt = archived.Add(32 * day)
 			}
 			items = append(items, it)
@@ -183,7 +188,7 @@ func seedHistory(b *testing.B, e *env, n int) {
 // idsAt returns an id generator stuck at t.
 func idsAt(t time.Time) molt.IDs { return &molt.SortableIDs{Clock: molt.NewManualClock(t)} }
 
-func withArchived(b *testing.B, data []byte, at time.Time) []byte {
+func withArchived(b testing.TB, data []byte, at time.Time) []byte {
 	b.Helper()
 	m := map[string]any{}
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -199,7 +204,7 @@ func withArchived(b *testing.B, data []byte, at time.Time) []byte {
 
 // seedItems creates items with the store's own commits, 100 per commit (a
 // DynamoDB transaction's limit), 8 commits at a time.
-func seedItems(b *testing.B, e *env, items []work.Item) {
+func seedItems(b testing.TB, e *env, items []work.Item) {
 	b.Helper()
 	batches := make(chan []work.Item)
 	var wg sync.WaitGroup

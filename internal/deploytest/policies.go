@@ -348,11 +348,11 @@ func (c *checker) checkTable() {
 			ks = append(ks, k.AttributeName+" "+k.KeyType)
 		}
 		key("table", ks, "pk", "sk")
-		// The adapter's indexes and their keys (gsi3 shares gsi2's hash key).
+		// The adapter's indexes and their keys (gsi4 shares gsi2's hash key).
 		indexKeys := map[string][2]string{
 			"gsi1": {"gsi1pk", "gsi1sk"},
 			"gsi2": {"gsi2pk", "gsi2sk"},
-			"gsi3": {"gsi2pk", "gsi3sk"},
+			"gsi4": {"gsi2pk", "gsi4sk"},
 		}
 		gsis := map[string]bool{}
 		for _, g := range t.GlobalSecondaryIndexes {
@@ -362,7 +362,7 @@ func (c *checker) checkTable() {
 			}
 			ik, ok := indexKeys[g.IndexName]
 			if !ok {
-				c.addf(where, "unknown index %s (the adapter uses gsi1, gsi2 and gsi3)", g.IndexName)
+				c.addf(where, "unknown index %s (the adapter uses gsi1, gsi2 and gsi4)", g.IndexName)
 				continue
 			}
 			gsis[g.IndexName] = true

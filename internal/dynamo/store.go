@@ -25,10 +25,10 @@ const (
 	attrG1SK = "gsi1sk"
 	attrG2PK = "gsi2pk"
 	attrG2SK = "gsi2sk"
-	attrG3SK = "gsi3sk" // gsi3's hash key is gsi2pk
+	attrG4SK = "gsi4sk" // gsi4's hash key is gsi2pk
 	index1   = "gsi1"
 	index2   = "gsi2"
-	index3   = "gsi3"
+	index4   = "gsi4"
 )
 
 // Options configure a Store.

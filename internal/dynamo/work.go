@@ -35,7 +35,7 @@ const (
 	attrOpID         = "op_id"
 	attrExpiresAt    = TTLAttribute // epoch seconds
 	attrArchivedAt   = "archived_at"
-	attrAgeArchived  = "gsi3a" // an archived item's gsi3sk, kept by its later writes
+	attrAgeArchived  = "gsi4a" // an archived item's gsi4sk, kept by its later writes
 	attrCount        = "n"
 	attrHolder       = "holder"
 )
@@ -49,13 +49,13 @@ func statusPK(kind work.Kind, st work.Status) string {
 	return "WORK#" + string(kind) + "#" + string(st)
 }
 
-// Phases of an item's age key (gsi3sk).
+// Phases of an item's age key (gsi4sk).
 const (
 	ageUpdated  = "u" // not archived: by updated_at
 	ageArchived = "a" // archived: by archived_at
 )
 
-// ageKey is an item's sort key in gsi3, which lists one status partition by
+// ageKey is an item's sort key in gsi4, which lists one status partition by
 // age: "<phase>#<time>#<id>", the time as 20-digit Unix nanoseconds, so text
 // order is time order within a phase.
 func ageKey(phase string, t time.Time, id string) string {
@@ -95,10 +95,10 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	m[attrG2PK] = str(statusPK(it.Kind, it.Status))
 	m[attrG2SK] = str(it.ID)
 	if it.ArchivedAt.IsZero() {
-		m[attrG3SK] = str(ageKey(ageUpdated, it.UpdatedAt, it.ID))
+		m[attrG4SK] = str(ageKey(ageUpdated, it.UpdatedAt, it.ID))
 	} else {
 		k := ageKey(ageArchived, it.ArchivedAt, it.ID)
-		m[attrG3SK], m[attrAgeArchived], m[attrArchivedAt] = str(k), str(k), tnum(it.ArchivedAt)
+		m[attrG4SK], m[attrAgeArchived], m[attrArchivedAt] = str(k), str(k), tnum(it.ArchivedAt)
 	}
 	m[attrKind] = str(string(it.Kind))
 	m[attrID] = str(it.ID)
@@ -417,21 +417,21 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 	}
 	u.setTime(attrUpdatedAt, updated)
 	u.setStr(attrOpID, set.OpID)
-	// gsi3sk follows updated_at until the item is archived, then archived_at:
+	// gsi4sk follows updated_at until the item is archived, then archived_at:
 	// a write that does not set the archive time keeps an archived item's key
-	// (if_not_exists reads its copy in gsi3a).
+	// (if_not_exists reads its copy in gsi4a).
 	byUpdate := str(ageKey(ageUpdated, updated, op.ID))
 	switch at := set.ArchivedAt; {
 	case at != nil && !at.IsZero():
 		k := str(ageKey(ageArchived, *at, op.ID))
 		u.setVal(attrArchivedAt, tnum(*at))
 		u.setVal(attrAgeArchived, k)
-		u.setVal(attrG3SK, k)
+		u.setVal(attrG4SK, k)
 	case at != nil:
 		u.remove = append(u.remove, e.name(attrArchivedAt), e.name(attrAgeArchived))
-		u.setVal(attrG3SK, byUpdate)
+		u.setVal(attrG4SK, byUpdate)
 	default:
-		u.set = append(u.set, e.name(attrG3SK)+" = if_not_exists("+e.name(attrAgeArchived)+", "+e.value(byUpdate)+")")
+		u.set = append(u.set, e.name(attrG4SK)+" = if_not_exists("+e.name(attrAgeArchived)+", "+e.value(byUpdate)+")")
 	}
 
 	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),
@@ -523,12 +523,12 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 	return out, nil
 }
 
-// listByAge lists q's status partition of gsi3 in age order, within one
+// listByAge lists q's status partition of gsi4 in age order, within one
 // phase: not archived and updated at or before q.UpdatedBy, or archived at or
-// before q.ArchivedBy. The key condition is gsi3sk BETWEEN a lower bound (the
+// before q.ArchivedBy. The key condition is gsi4sk BETWEEN a lower bound (the
 // phase's start, or just after the cursor) and the last key of the bound's
 // nanosecond, so a page reads only what it returns. The cursor is the last
-// item's gsi3sk; the key just after it is the cursor followed by "!", which
+// item's gsi4sk; the key just after it is the cursor followed by "!", which
 // sorts below every character an id may hold (work.ValidateKey), so no key
 // lies between the two.
 func (s *Store) listByAge(ctx context.Context, q work.ListQuery, limit int, after string) (page.Page[work.Item], error) {
@@ -549,9 +549,9 @@ func (s *Store) listByAge(ctx context.Context, q work.ListQuery, limit int, afte
 	}
 	var e exprs
 	in := &dynamodb.QueryInput{
-		IndexName: aws.String(index3),
+		IndexName: aws.String(index4),
 		KeyConditionExpression: aws.String(e.name(attrG2PK) + " = " + e.value(str(statusPK(q.Kind, q.Status))) +
-			" AND " + e.name(attrG3SK) + " BETWEEN " + e.value(str(lo)) + " AND " + e.value(str(hi))),
+			" AND " + e.name(attrG4SK) + " BETWEEN " + e.value(str(lo)) + " AND " + e.value(str(hi))),
 		ScanIndexForward: aws.Bool(true),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.names, e.values
@@ -563,7 +563,7 @@ func (s *Store) listByAge(ctx context.Context, q work.ListQuery, limit int, afte
 		out.Items = append(out.Items, decodeItem(m))
 	}
 	if more && len(items) > 0 {
-		out.Next = page.Cursor(getS(items[len(items)-1], attrG3SK))
+		out.Next = page.Cursor(getS(items[len(items)-1], attrG4SK))
 	}
 	return out, nil
 }

@@ -124,12 +124,16 @@
 // its artifacts zipped into archive/<kind>-<id>.zip (runs: everything under
 // runs/<id>/; applies: the attempt folders — the rollback snapshot, rollback-pre/
 // and ROLLBACK.json stay while the apply exists), then archived_at set in its
-// Data with work.Set.ExpiresAt (DynamoDB's TTL attribute) at the purge time plus
-// Config.ExpiryGrace, then the originals deleted. 30 days after archived_at the
+// Data and on the item (work.Item.ArchivedAt) with work.Set.ExpiresAt (DynamoDB's
+// TTL attribute) at the purge time plus Config.ExpiryGrace, then the originals
+// deleted. 30 days after archived_at the
 // tick deletes the zip, whatever else the item has in the blob store and the
 // item (each write conditional on the item being unchanged since read). Active
 // items are never touched; an archived run is not retryable. On AWS the TTL and
 // an S3 lifecycle rule expiring archive/ are backstops that delete what the
 // tick's purge missed (TTL cannot delete an apply's rollback snapshot in S3, so
-// the tick's purge stays the primary path on both backends).
+// the tick's purge stays the primary path on both backends). A pass lists only
+// what is due, per terminal status: the items not archived and updated before
+// the archive age, and the items archived before the purge age (index ranges
+// on both stores), so its cost does not grow with the history kept.
 package applies

@@ -486,6 +486,7 @@ type countStore struct {
 	// in between a caller's read and its write).
 	beforeCommit func(ops []work.Op)
 	changed      chan struct{} // closed at every write
+	listed       atomic.Int64  // items ListItems returned
 }
 
 // setFailGet makes GetItem fail with f's error (nil f: no failures).
@@ -564,7 +565,9 @@ func (s *countStore) GetItem(ctx context.Context, k work.Kind, id string) (work.
 }
 func (s *countStore) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
 	s.count("ListItems")
-	return s.Store.ListItems(ctx, q)
+	pg, err := s.Store.ListItems(ctx, q)
+	s.listed.Add(int64(len(pg.Items)))
+	return pg, err
 }
 func (s *countStore) PutFile(ctx context.Context, f workspace.File) (workspace.File, error) {
 	s.count("PutFile")

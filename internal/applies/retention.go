@@ -76,42 +76,60 @@ func (s *Service) Retain(ctx context.Context) (RetentionResult, error) {
 
 // RetainNow runs one retention pass. A run, apply or rollback
 // item terminal for Config.ArchiveAfter (by its last update) has its artifacts
-// zipped into archive/<kind>-<id>.zip, then archived_at set in its data (with
-// an expiry for DynamoDB's TTL on kinds that never become active again), then
-// the originals deleted. Config.PurgeAfter after archived_at the zip, whatever
-// else it has in the blob store (an apply's rollback snapshot) and the item are
-// deleted. Active items are never touched; every write is conditional on the
-// item being unchanged since the pass read it.
+// zipped into archive/<kind>-<id>.zip, then archived_at set in its data and on
+// the item (work.Item.ArchivedAt, with an expiry for DynamoDB's TTL on kinds
+// that never become active again), then the originals deleted.
+// Config.PurgeAfter after archived_at the zip, whatever else it has in the blob
+// store (an apply's rollback snapshot) and the item are deleted. Active items
+// are never touched; every write is conditional on the item being unchanged
+// since the pass read it.
+//
+// The pass asks the store only for what is due: per terminal status, the items
+// not archived and last updated ArchiveAfter ago or more, and the items
+// archived PurgeAfter ago or more (work.ListQuery.UpdatedBy and ArchivedBy,
+// index ranges on both adapters), so its cost follows the work it does, not
+// the history kept. At most retainPages pages of each per pass; the next pass
+// goes on.
 func (s *Service) RetainNow(ctx context.Context) (RetentionResult, error) {
 	var res RetentionResult
 	now := s.now()
+	archiveBy, purgeBy := now.Add(-s.cfg.ArchiveAfter), now.Add(-s.cfg.PurgeAfter)
 	for _, k := range retainedKinds {
 		for _, st := range k.terminal {
-			q := work.ListQuery{Kind: k.kind, Status: st, Oldest: true, Page: page.Query{Limit: 100}}
-			for pages := 0; pages < 20; pages++ {
-				pg, err := s.store.ListItems(ctx, q)
+			err := s.eachDue(ctx, work.ListQuery{Kind: k.kind, Status: st, UpdatedBy: archiveBy}, func(it work.Item) error {
+				at := archivedAt(it.Data)
+				if at == nil {
+					return s.archive(ctx, k, it, now, &res)
+				}
+				// Archived before the store kept the archive time (or it was
+				// cleared): record it, so the item moves to the listing by
+				// archive time, and purge it if that is due already.
+				got, err := s.proto.UpdateSeen(ctx, it, work.Edit{ArchivedAt: at, KeepUpdatedAt: true})
+				if code := molt.ErrorCode(err); code == molt.ECONFLICT || code == molt.ENOTFOUND {
+					res.Raced++
+					return nil
+				}
 				if err != nil {
-					return res, fmt.Errorf("list %s %s: %w", k.kind, st, err)
+					return fmt.Errorf("record archived_at: %w", err)
 				}
-				for _, it := range pg.Items {
-					if it.Active || it.Status != st {
-						continue
-					}
-					at := archivedAt(it.Data)
-					switch {
-					case at == nil && !it.UpdatedAt.After(now.Add(-s.cfg.ArchiveAfter)):
-						err = s.archive(ctx, k, it, now, &res)
-					case at != nil && !at.After(now.Add(-s.cfg.PurgeAfter)):
-						err = s.purge(ctx, k, it, &res)
-					}
-					if err != nil {
-						return res, fmt.Errorf("retain %s %s: %w", k.kind, it.ID, err)
-					}
+				if !at.After(purgeBy) {
+					return s.purge(ctx, k, got, &res)
 				}
-				if pg.Next == "" {
-					break
+				return nil
+			})
+			if err != nil {
+				return res, err
+			}
+			err = s.eachDue(ctx, work.ListQuery{Kind: k.kind, Status: st, ArchivedBy: purgeBy}, func(it work.Item) error {
+				// The data's archive time decides (the store's may be
+				// rounded down, by a migration).
+				if at := archivedAt(it.Data); at != nil && !at.After(purgeBy) {
+					return s.purge(ctx, k, it, &res)
 				}
-				q.Page.Cursor = pg.Next
+				return nil
+			})
+			if err != nil {
+				return res, err
 			}
 		}
 	}
@@ -120,6 +138,35 @@ func (s *Service) RetainNow(ctx context.Context) (RetentionResult, error) {
 			slog.Int("raced", res.Raced))
 	}
 	return res, nil
+}
+
+// retainPages bounds the pages of 100 one retention pass lists per kind,
+// status and phase (archive, purge).
+const retainPages = 20
+
+// eachDue calls fn for each item q lists (oldest first) that is still in q's
+// status and not claimed, over at most retainPages pages.
+func (s *Service) eachDue(ctx context.Context, q work.ListQuery, fn func(work.Item) error) error {
+	q.Page = page.Query{Limit: 100}
+	for pages := 0; pages < retainPages; pages++ {
+		pg, err := s.store.ListItems(ctx, q)
+		if err != nil {
+			return fmt.Errorf("list %s %s: %w", q.Kind, q.Status, err)
+		}
+		for _, it := range pg.Items {
+			if it.Active || it.Status != q.Status {
+				continue
+			}
+			if err := fn(it); err != nil {
+				return fmt.Errorf("retain %s %s: %w", q.Kind, it.ID, err)
+			}
+		}
+		if pg.Next == "" {
+			return nil
+		}
+		q.Page.Cursor = pg.Next
+	}
+	return nil
 }
 
 func (s *Service) archive(ctx context.Context, k retained, it work.Item, now time.Time, res *RetentionResult) error {
@@ -174,7 +221,7 @@ func (s *Service) archive(ctx context.Context, k retained, it work.Item, now tim
 		return err
 	}
 	// The stamp keeps updated_at: it is not a change of the item's state.
-	edit := work.Edit{Data: data, KeepUpdatedAt: true}
+	edit := work.Edit{Data: data, ArchivedAt: &now, KeepUpdatedAt: true}
 	if k.ttl {
 		edit.ExpiresAt = work.Ptr(now.Add(s.cfg.PurgeAfter + s.cfg.ExpiryGrace))
 	}

@@ -348,24 +348,31 @@ func (c *checker) checkTable() {
 			ks = append(ks, k.AttributeName+" "+k.KeyType)
 		}
 		key("table", ks, "pk", "sk")
+		// The adapter's indexes and their keys (gsi4 shares gsi2's hash key).
+		indexKeys := map[string][2]string{
+			"gsi1": {"gsi1pk", "gsi1sk"},
+			"gsi2": {"gsi2pk", "gsi2sk"},
+			"gsi3": {"gsi3pk", "gsi3sk"},
+			"gsi4": {"gsi2pk", "gsi4sk"},
+		}
 		gsis := map[string]bool{}
 		for _, g := range t.GlobalSecondaryIndexes {
 			var gk []string
 			for _, k := range g.KeySchema {
 				gk = append(gk, k.AttributeName+" "+k.KeyType)
 			}
-			switch g.IndexName {
-			case "gsi1", "gsi2", "gsi3":
-				gsis[g.IndexName] = true
-				key(g.IndexName, gk, g.IndexName+"pk", g.IndexName+"sk")
-				if g.Projection == nil || maybe(g.Projection.ProjectionType) != "ALL" {
-					c.addf(where, "%s must project ALL", g.IndexName)
-				}
-			default:
-				c.addf(where, "unknown index %s (the adapter uses gsi1, gsi2 and gsi3)", g.IndexName)
+			ik, ok := indexKeys[g.IndexName]
+			if !ok {
+				c.addf(where, "unknown index %s (the adapter uses gsi1, gsi2, gsi3 and gsi4)", g.IndexName)
+				continue
+			}
+			gsis[g.IndexName] = true
+			key(g.IndexName, gk, ik[0], ik[1])
+			if g.Projection == nil || maybe(g.Projection.ProjectionType) != "ALL" {
+				c.addf(where, "%s must project ALL", g.IndexName)
 			}
 		}
-		for _, name := range []string{"gsi1", "gsi2", "gsi3"} {
+		for _, name := range sortedKeys(indexKeys) {
 			if !gsis[name] {
 				c.addf(where, "index %s is missing", name)
 			}

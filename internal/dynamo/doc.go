@@ -6,8 +6,9 @@
 //
 // The schema is fixed (CreateTable and template.yaml declare the same): billing
 // PAY_PER_REQUEST; key pk (S, HASH) + sk (S, RANGE); GSI gsi1 on (gsi1pk, gsi1sk),
-// GSI gsi2 on (gsi2pk, gsi2sk) and GSI gsi3 on (gsi3pk, gsi3sk: a work item's
-// updated_at in 20-digit nanoseconds, "#", its id; the change feed), all strings
+// GSI gsi2 on (gsi2pk, gsi2sk), GSI gsi3 on (gsi3pk, gsi3sk: a work item's
+// updated_at in 20-digit nanoseconds, "#", its id; the change feed) and GSI gsi4
+// on (gsi2pk, gsi4sk: a status partition by age, for retention), all strings
 // with projection ALL; TTL on
 // expires_at (epoch seconds: work.Item.ExpiresAt, set by retention through
 // work.Set.ExpiresAt); point-in-time recovery in the template.
@@ -16,6 +17,7 @@
 //
 //	entity          pk                      sk             gsi1pk / gsi1sk          gsi2pk / gsi2sk
 //	work item       WORK#<kind>#<id>        WORK           WORK#<kind> / <id>       WORK#<kind>#<status> / <id>
+//	                (gsi4: WORK#<kind>#<status> / u#<updated_at>#<id>, or a#<archived_at>#<id> once archived)
 //	slot counter    SLOTS#<kind>            SLOTS          –                        –
 //	lock            LOCK#<key>              LOCK           –                        –
 //	workspace       WS#<name>               META           WORKSPACES / <sort id>   –
@@ -31,7 +33,10 @@
 // partition with sk BETWEEN MSG#<after+1> AND MSG#9999999999.
 // Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
 // attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
-// updated_at, op_id, expires_at (N, epoch seconds); a slot or file counter keeps n
+// updated_at, op_id, expires_at (N, epoch seconds), archived_at, and gsi4a (the
+// archived item's gsi4sk, which every later update copies back into gsi4sk with
+// if_not_exists, so an archived item stays listed by its archive time; an item
+// not archived gets gsi4sk from the update's updated_at); a slot or file counter keeps n
 // (ADD); a lock keeps holder; a
 // workspace keeps name, description, created_at, updated_at, and deleting (N)
 // while DeleteWorkspace cleans its partition up (it then reads as absent and
@@ -107,7 +112,9 @@
 // GetSession and ListMessages read with ConsistentRead. ListItems, ListWorkspaces
 // and ListSessions query a GSI, which DynamoDB keeps eventually consistent: a
 // listing may lag a write briefly, and every write made from a listing is
-// conditional. Listings sort by id (time ordered); the cursor is the last sort key
+// conditional. Retention's listings by age (work.ListQuery.UpdatedBy, ArchivedBy)
+// are one key range of gsi4 (gsi4sk BETWEEN the phase's start, or just after the
+// cursor, and the bound); the others sort by id (time ordered); the cursor is the last sort key
 // of a page, and the next page's key condition starts strictly after it, so a
 // cursor stays valid while items are added, change status or are deleted. A page
 // asks for one item more than its limit and follows LastEvaluatedKey when a

@@ -27,9 +27,11 @@ const (
 	attrG2SK = "gsi2sk"
 	attrG3PK = "gsi3pk"
 	attrG3SK = "gsi3sk"
+	attrG4SK = "gsi4sk" // gsi4's hash key is gsi2pk
 	index1   = "gsi1"
 	index2   = "gsi2"
 	index3   = "gsi3"
+	index4   = "gsi4"
 )
 
 // Options configure a Store.

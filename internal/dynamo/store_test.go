@@ -128,7 +128,8 @@ func TestCreateTable(t *testing.T) {
 		gsis[aws.ToString(g.IndexName)] = keys(g.KeySchema) + "/" + string(g.Projection.ProjectionType)
 	}
 	if gsis["gsi1"] != "gsi1pk:HASH,gsi1sk:RANGE/ALL" || gsis["gsi2"] != "gsi2pk:HASH,gsi2sk:RANGE/ALL" ||
-		gsis["gsi3"] != "gsi3pk:HASH,gsi3sk:RANGE/ALL" || len(gsis) != 3 {
+		gsis["gsi3"] != "gsi3pk:HASH,gsi3sk:RANGE/ALL" ||
+		gsis["gsi4"] != "gsi2pk:HASH,gsi4sk:RANGE/ALL" || len(gsis) != 4 {
 		t.Fatalf("indexes %v", gsis)
 	}
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})

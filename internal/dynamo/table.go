@@ -19,8 +19,8 @@ const TTLAttribute = "expires_at"
 const tableWait = 5 * time.Minute
 
 // CreateTable creates the table with molt's fixed schema if it does not exist
-// (pay per request; key pk/sk; GSIs gsi1, gsi2 and gsi3, projection ALL), waits until it
-// is ACTIVE and enables TTL on expires_at. It is idempotent. Point-in-time recovery
+// (pay per request; key pk/sk; GSIs gsi1, gsi2, gsi3 and gsi4, projection ALL), waits
+// until it is ACTIVE and enables TTL on expires_at. It is idempotent. Point-in-time recovery
 // is left to the deployment template.
 func CreateTable(ctx context.Context, api TableAPI, table string) error {
 	s := func(name string) types.AttributeDefinition {
@@ -40,13 +40,14 @@ func CreateTable(ctx context.Context, api TableAPI, table string) error {
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			s(attrPK), s(attrSK), s(attrG1PK), s(attrG1SK), s(attrG2PK), s(attrG2SK), s(attrG3PK), s(attrG3SK),
+			s(attrPK), s(attrSK), s(attrG1PK), s(attrG1SK), s(attrG2PK), s(attrG2SK), s(attrG3PK), s(attrG3SK), s(attrG4SK),
 		},
 		KeySchema: key(attrPK, attrSK),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			gsi(index1, attrG1PK, attrG1SK),
 			gsi(index2, attrG2PK, attrG2SK),
 			gsi(index3, attrG3PK, attrG3SK),
+			gsi(index4, attrG2PK, attrG4SK),
 		},
 	})
 	var inUse *types.ResourceInUseException

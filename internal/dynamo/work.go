@@ -34,6 +34,8 @@ const (
 	attrUpdatedAt    = "updated_at"
 	attrOpID         = "op_id"
 	attrExpiresAt    = TTLAttribute // epoch seconds
+	attrArchivedAt   = "archived_at"
+	attrAgeArchived  = "gsi4a" // an archived item's gsi4sk, kept by its later writes
 	attrCount        = "n"
 	attrHolder       = "holder"
 )
@@ -45,6 +47,27 @@ func workPK(kind work.Kind, id string) string { return "WORK#" + string(kind) + 
 func kindPK(kind work.Kind) string            { return "WORK#" + string(kind) }
 func statusPK(kind work.Kind, st work.Status) string {
 	return "WORK#" + string(kind) + "#" + string(st)
+}
+
+// Phases of an item's age key (gsi4sk).
+const (
+	ageUpdated  = "u" // not archived: by updated_at
+	ageArchived = "a" // archived: by archived_at
+)
+
+// ageKey is an item's sort key in gsi4, which lists one status partition by
+// age: "<phase>#<time>#<id>", the time as 20-digit Unix nanoseconds, so text
+// order is time order within a phase.
+func ageKey(phase string, t time.Time, id string) string {
+	return fmt.Sprintf("%s#%020d#%s", phase, ageNanos(t), id)
+}
+
+// ageNanos is t in Unix nanoseconds; 0 for the zero time (or any before 1970).
+func ageNanos(t time.Time) int64 {
+	if t.IsZero() || t.Before(time.Unix(0, 0)) {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 const (
@@ -71,6 +94,12 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	m[attrG1SK] = str(it.ID)
 	m[attrG2PK] = str(statusPK(it.Kind, it.Status))
 	m[attrG2SK] = str(it.ID)
+	if it.ArchivedAt.IsZero() {
+		m[attrG4SK] = str(ageKey(ageUpdated, it.UpdatedAt, it.ID))
+	} else {
+		k := ageKey(ageArchived, it.ArchivedAt, it.ID)
+		m[attrG4SK], m[attrAgeArchived], m[attrArchivedAt] = str(k), str(k), tnum(it.ArchivedAt)
+	}
 	m[attrKind] = str(string(it.Kind))
 	m[attrID] = str(it.ID)
 	m[attrStatus] = str(string(it.Status))
@@ -125,6 +154,7 @@ func decodeItem(m map[string]types.AttributeValue) work.Item {
 		UpdatedAt:    getTime(m, attrUpdatedAt),
 		OpID:         getS(m, attrOpID),
 		ExpiresAt:    getSeconds(m, attrExpiresAt),
+		ArchivedAt:   getTime(m, attrArchivedAt),
 	}
 }
 
@@ -398,6 +428,22 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 	u.setVal(attrG3PK, str(kindPK(op.Kind)))
 	u.setVal(attrG3SK, str(changeSK(updated, op.ID)))
 	u.setStr(attrOpID, set.OpID)
+	// gsi4sk follows updated_at until the item is archived, then archived_at:
+	// a write that does not set the archive time keeps an archived item's key
+	// (if_not_exists reads its copy in gsi4a).
+	byUpdate := str(ageKey(ageUpdated, updated, op.ID))
+	switch at := set.ArchivedAt; {
+	case at != nil && !at.IsZero():
+		k := str(ageKey(ageArchived, *at, op.ID))
+		u.setVal(attrArchivedAt, tnum(*at))
+		u.setVal(attrAgeArchived, k)
+		u.setVal(attrG4SK, k)
+	case at != nil:
+		u.remove = append(u.remove, e.name(attrArchivedAt), e.name(attrAgeArchived))
+		u.setVal(attrG4SK, byUpdate)
+	default:
+		u.set = append(u.set, e.name(attrG4SK)+" = if_not_exists("+e.name(attrAgeArchived)+", "+e.value(byUpdate)+")")
+	}
 
 	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),
 		UpdateExpression:          aws.String(u.expr()),
@@ -466,6 +512,9 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 	if err != nil {
 		return page.Page[work.Item]{}, err
 	}
+	if !q.UpdatedBy.IsZero() || !q.ArchivedBy.IsZero() {
+		return s.listByAge(ctx, q, limit, after)
+	}
 	idx, hk, rk, hv := index1, attrG1PK, attrG1SK, kindPK(q.Kind)
 	if q.Status != "" {
 		idx, hk, rk, hv = index2, attrG2PK, attrG2SK, statusPK(q.Kind, q.Status)
@@ -481,6 +530,51 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 	}
 	if more && len(items) > 0 {
 		out.Next = page.Cursor(getS(items[len(items)-1], rk))
+	}
+	return out, nil
+}
+
+// listByAge lists q's status partition of gsi4 in age order, within one
+// phase: not archived and updated at or before q.UpdatedBy, or archived at or
+// before q.ArchivedBy. The key condition is gsi4sk BETWEEN a lower bound (the
+// phase's start, or just after the cursor) and the last key of the bound's
+// nanosecond, so a page reads only what it returns. The cursor is the last
+// item's gsi4sk; the key just after it is the cursor followed by "!", which
+// sorts below every character an id may hold (work.ValidateKey), so no key
+// lies between the two.
+func (s *Store) listByAge(ctx context.Context, q work.ListQuery, limit int, after string) (page.Page[work.Item], error) {
+	phase, by := ageUpdated, q.UpdatedBy
+	if !q.ArchivedBy.IsZero() {
+		phase, by = ageArchived, q.ArchivedBy
+	}
+	lo, hi := phase+"#", fmt.Sprintf("%s#%020d#~", phase, ageNanos(by))
+	if after != "" {
+		if !strings.HasPrefix(after, lo) || strings.Count(after, "#") != 2 {
+			return page.Page[work.Item]{}, molt.Invalid("cursor", "malformed cursor")
+		}
+		lo = after + "!"
+	}
+	out := page.Page[work.Item]{Items: []work.Item{}}
+	if lo > hi {
+		return out, nil // a cursor past the bound: nothing is left
+	}
+	var e exprs
+	in := &dynamodb.QueryInput{
+		IndexName: aws.String(index4),
+		KeyConditionExpression: aws.String(e.name(attrG2PK) + " = " + e.value(str(statusPK(q.Kind, q.Status))) +
+			" AND " + e.name(attrG4SK) + " BETWEEN " + e.value(str(lo)) + " AND " + e.value(str(hi))),
+		ScanIndexForward: aws.Bool(true),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.names, e.values
+	items, more, err := s.queryPage(ctx, in, limit)
+	if err != nil {
+		return page.Page[work.Item]{}, failure(fmt.Sprintf("list %s %s by age", q.Kind, q.Status), err)
+	}
+	for _, m := range items {
+		out.Items = append(out.Items, decodeItem(m))
+	}
+	if more && len(items) > 0 {
+		out.Next = page.Cursor(getS(items[len(items)-1], attrG4SK))
 	}
 	return out, nil
 }

@@ -1079,3 +1079,64 @@ func TestSettings(t *testing.T) {
 		t.Fatalf("settings = %+v %v, want %+v", got, err, s)
 	}
 }
+
+// TestMigrationBackfillsArchivedAt: a file of schema 4 whose items were
+// archived by retention (archived_at in their data only) gets, on opening,
+// their archive time to the second, so retention's listing by archive time
+// finds them; items not archived, or with data that is not JSON, keep none.
+func TestMigrationBackfillsArchivedAt(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "molt.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sqlite.Migrations[:4] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archived := time.Date(2026, 10, 1, 8, 30, 15, 987654321, time.UTC)
+	for _, r := range []struct{ id, data string }{
+		{"arch", `{"workspace":"acme","archived_at":"` + archived.Format(time.RFC3339Nano) + `"}`},
+		{"plain", `{"workspace":"acme"}`},
+		{"nulled", `{"archived_at":null}`},
+		{"junk", `not json "archived_at"`},
+	} {
+		if _, err := db.Exec(`INSERT INTO items (kind, id, status, data, created_at, updated_at)
+			VALUES ('job', ?, 'done', ?, '2026-09-01T00:00:00.000000000Z', '2026-09-01T00:00:00.000000000Z')`,
+			r.id, []byte(r.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open a schema 4 file: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	want := map[string]time.Time{"arch": archived.Truncate(time.Second), "plain": {}, "nulled": {}, "junk": {}}
+	for id, at := range want {
+		it, err := s.GetItem(ctx, kindT, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !it.ArchivedAt.Equal(at) {
+			t.Fatalf("%s archived at %v, want %v", id, it.ArchivedAt, at)
+		}
+	}
+	pg, err := s.ListItems(ctx, work.ListQuery{Kind: kindT, Status: "done", ArchivedBy: archived})
+	if err != nil || len(pg.Items) != 1 || pg.Items[0].ID != "arch" {
+		t.Fatalf("archived by %v: %+v %v, want arch", archived, pg.Items, err)
+	}
+	pg, err = s.ListItems(ctx, work.ListQuery{Kind: kindT, Status: "done", UpdatedBy: archived})
+	if err != nil || len(pg.Items) != 3 {
+		t.Fatalf("not archived, updated by %v: %+v %v, want the other three", archived, pg.Items, err)
+	}
+}

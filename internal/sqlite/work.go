@@ -52,11 +52,12 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 	case work.CreateItem:
 		it := op.Item
 		res, err = q.ExecContext(ctx, `INSERT INTO items (kind, id, workspace, lock_key, status, active,
-			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
+			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at,
+			archived_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
 			string(it.Kind), it.ID, it.Workspace, it.LockKey, string(it.Status), it.Active,
 			it.Attempts, it.AttemptsBase, it.Token, ts(it.HeartbeatAt), it.Reason, it.Data,
-			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)))
+			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)), ts(it.ArchivedAt))
 	case work.UpdateItem:
 		query, args := updateSQL(op, s)
 		res, err = q.ExecContext(ctx, query, args...)
@@ -145,6 +146,9 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 	if set.ExpiresAt != nil {
 		add("expires_at", ts(expiry(*set.ExpiresAt)))
 	}
+	if set.ArchivedAt != nil {
+		add("archived_at", ts(*set.ArchivedAt))
+	}
 
 	where, wargs := condSQL(op.Kind, op.ID, op.If)
 	args = append(args, wargs...)
@@ -188,7 +192,7 @@ func condSQL(kind work.Kind, id string, c work.Cond) ([]string, []any) {
 }
 
 const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,
-	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at`
+	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at, archived_at`
 
 // expiry is an item's expiry as stored: whole seconds, like DynamoDB's TTL.
 func expiry(t time.Time) time.Time { return t.Truncate(time.Second) }
@@ -200,11 +204,12 @@ func scanItem(r scanner) (work.Item, error) {
 		it                        work.Item
 		kind, status              string
 		heartbeat, created, updat string
-		expires                   string
+		expires, archived         string
 		data                      []byte
 	)
 	if err := r.Scan(&kind, &it.ID, &it.Workspace, &it.LockKey, &status, &it.Active, &it.Attempts,
-		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID, &expires); err != nil {
+		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID, &expires,
+		&archived); err != nil {
 		return work.Item{}, err
 	}
 	it.Kind, it.Status = work.Kind(kind), work.Status(status)
@@ -222,6 +227,9 @@ func scanItem(r scanner) (work.Item, error) {
 		return work.Item{}, err
 	}
 	if it.ExpiresAt, err = parseTS(expires); err != nil {
+		return work.Item{}, err
+	}
+	if it.ArchivedAt, err = parseTS(archived); err != nil {
 		return work.Item{}, err
 	}
 	return it, nil
@@ -247,6 +255,7 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 // ListItems lists items of one kind by id, newest first (or oldest first with
 // q.Oldest), optionally of one status. The cursor is the last id of the previous
 // page, so items inserted meanwhile (with greater ids) never shift a listing.
+// With q.UpdatedBy or q.ArchivedBy it lists by age instead (see listByAge).
 // EINVALID for a bad kind, status, cursor or limit.
 func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work.Item], error) {
 	if err := q.Validate(); err != nil {
@@ -255,6 +264,12 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 	limit, after, err := q.Page.Normalize()
 	if err != nil {
 		return page.Page[work.Item]{}, err
+	}
+	switch {
+	case !q.UpdatedBy.IsZero():
+		return s.listByAge(ctx, q, "updated_at", "archived_at = ''", q.UpdatedBy, limit, after)
+	case !q.ArchivedBy.IsZero():
+		return s.listByAge(ctx, q, "archived_at", "archived_at != ''", q.ArchivedBy, limit, after)
 	}
 	where := []string{"kind = ?"}
 	args := []any{string(q.Kind)}
@@ -291,6 +306,51 @@ func (s *Store) ListItems(ctx context.Context, q work.ListQuery) (page.Page[work
 	if len(out.Items) > limit {
 		out.Items = out.Items[:limit]
 		out.Next = page.Cursor(out.Items[limit-1].ID)
+	}
+	return out, nil
+}
+
+// listByAge lists the items of q's kind and status that match part (archived
+// or not) with col (updated_at or archived_at) at or before by, oldest first
+// by (col, id): a range of one of the partial indexes items_unarchived_by_update
+// and items_archived. The cursor is the last item's col and id.
+func (s *Store) listByAge(ctx context.Context, q work.ListQuery, col, part string, by time.Time, limit int, after string) (page.Page[work.Item], error) {
+	where := []string{"kind = ?", "status = ?", part, col + " <= ?"}
+	args := []any{string(q.Kind), string(q.Status), ts(by)}
+	if after != "" {
+		at, id, ok := strings.Cut(after, "/")
+		if _, err := parseTS(at); !ok || err != nil || id == "" {
+			return page.Page[work.Item]{}, molt.Invalid("cursor", "malformed cursor")
+		}
+		where = append(where, "("+col+", id) > (?, ?)")
+		args = append(args, at, id)
+	}
+	args = append(args, limit+1)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY `+col+`, id LIMIT ?`, args...)
+	if err != nil {
+		return page.Page[work.Item]{}, fmt.Errorf("list %s items by %s: %w", q.Kind, col, err)
+	}
+	defer rows.Close()
+	out := page.Page[work.Item]{Items: []work.Item{}}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return page.Page[work.Item]{}, fmt.Errorf("list %s items by %s: %w", q.Kind, col, err)
+		}
+		out.Items = append(out.Items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return page.Page[work.Item]{}, fmt.Errorf("list %s items by %s: %w", q.Kind, col, err)
+	}
+	if len(out.Items) > limit {
+		out.Items = out.Items[:limit]
+		last := out.Items[limit-1]
+		at := last.UpdatedAt
+		if col == "archived_at" {
+			at = last.ArchivedAt
+		}
+		out.Next = page.Cursor(ts(at) + "/" + last.ID)
 	}
 	return out, nil
 }

@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, open) })
 	t.Run("OpIDAndExpiry", func(t *testing.T) { t.Parallel(); testOpIDAndExpiry(t, open) })
 	t.Run("Pagination", func(t *testing.T) { t.Parallel(); testPagination(t, open) })
+	t.Run("ListByAge", func(t *testing.T) { t.Parallel(); testListByAge(t, open) })
 	t.Run("Workspaces", func(t *testing.T) { t.Parallel(); testWorkspaces(t, open) })
 	t.Run("Files", func(t *testing.T) { t.Parallel(); testFiles(t, open) })
 	t.Run("FileConditions", func(t *testing.T) { t.Parallel(); testFileConditions(t, open) })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
 )
 
@@ -44,19 +45,35 @@ type ListQuery struct {
 	// Oldest lists oldest (lowest id) first instead, so a bounded pass over pending
 	// work reaches the items that have waited longest.
 	Oldest bool
-	Page   page.Query
+	// UpdatedBy, when not zero, lists only the items of Status (which it
+	// requires) that are not archived and were last updated at or before it,
+	// least recently updated first (Oldest is implied). ArchivedBy likewise
+	// lists the items of Status archived at or before it, earliest archived
+	// first. At most one of the two. Both are index ranges on every adapter:
+	// a page reads the items it returns, not the items that are not due, so
+	// retention's cost does not grow with the history it keeps.
+	UpdatedBy  time.Time
+	ArchivedBy time.Time
+	Page       page.Query
 }
 
 // Validate returns EINVALID unless the kind, and the status when set, are well
-// formed (the page is checked by page.Query.Normalize).
+// formed, and UpdatedBy or ArchivedBy (at most one) come with a status (the
+// page is checked by page.Query.Normalize).
 func (q ListQuery) Validate() error {
 	if err := ValidateKind(q.Kind); err != nil {
 		return err
 	}
-	if q.Status != "" {
-		return ValidateStatus(q.Status)
+	if !q.UpdatedBy.IsZero() && !q.ArchivedBy.IsZero() {
+		return molt.Invalid("query", "list by update time or by archive time, not both")
 	}
-	return nil
+	if q.Status == "" {
+		if !q.UpdatedBy.IsZero() || !q.ArchivedBy.IsZero() {
+			return molt.Invalid("status", "a listing by update or archive time needs a status")
+		}
+		return nil
+	}
+	return ValidateStatus(q.Status)
 }
 
 // ConditionFailed reports that the condition of ops[Index] failed; nothing was written.
@@ -114,8 +131,11 @@ type Set struct {
 	// ExpiresAt, when not nil, sets the item's expiry (retention: DynamoDB's TTL
 	// attribute deletes the item some time after it); a zero time clears it.
 	ExpiresAt *time.Time
-	UpdatedAt time.Time
-	OpID      string
+	// ArchivedAt, when not nil, sets the item's archive time (Item.ArchivedAt);
+	// a zero time clears it.
+	ArchivedAt *time.Time
+	UpdatedAt  time.Time
+	OpID       string
 }
 
 // AdjustSlots adds Delta to the kind's slot counter. When Delta > 0 and Max > 0 its

@@ -64,6 +64,11 @@ type Item struct {
 	// ExpiresAt is when retention may delete the item (zero: never). Stores keep it
 	// to the second; on DynamoDB it is the table's TTL attribute.
 	ExpiresAt time.Time
+	// ArchivedAt is when retention archived the item (zero: not archived). The
+	// stores index terminal history by it, and by UpdatedAt while it is zero,
+	// so that retention lists only what is due (ListQuery.UpdatedBy and
+	// ArchivedBy) however long the history.
+	ArchivedAt time.Time
 }
 
 // Used is the part of the retry budget used since the last retry.

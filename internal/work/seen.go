@@ -22,6 +22,9 @@ type Edit struct {
 	Reason       *string
 	// ExpiresAt sets the item's expiry (zero time: clear it), as Set.ExpiresAt.
 	ExpiresAt *time.Time
+	// ArchivedAt sets the item's archive time (zero time: clear it), as
+	// Set.ArchivedAt.
+	ArchivedAt *time.Time
 	// KeepUpdatedAt leaves updated_at as it was: the write is bookkeeping (an
 	// archive stamp, a notice stamp, a touch), not a change of the item's state.
 	KeepUpdatedAt bool
@@ -51,7 +54,7 @@ func (p *Protocol) updateSeenOp(seen Item, e Edit) (UpdateItem, Item) {
 	opID := p.IDs.NewID()
 	op := UpdateItem{Kind: seen.Kind, ID: seen.ID, If: seenCond(seen),
 		Set: Set{Status: e.To, AttemptsBase: e.AttemptsBase, Data: e.Data, Reason: e.Reason, ExpiresAt: e.ExpiresAt,
-			UpdatedAt: at, OpID: opID}}
+			ArchivedAt: e.ArchivedAt, UpdatedAt: at, OpID: opID}}
 	got := seen
 	got.UpdatedAt, got.OpID = at, opID
 	if e.To != "" {
@@ -68,6 +71,9 @@ func (p *Protocol) updateSeenOp(seen Item, e Edit) (UpdateItem, Item) {
 	}
 	if e.ExpiresAt != nil {
 		got.ExpiresAt = e.ExpiresAt.Truncate(time.Second)
+	}
+	if e.ArchivedAt != nil {
+		got.ArchivedAt = e.ArchivedAt.UTC()
 	}
 	return op, got
 }

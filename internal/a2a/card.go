@@ -65,6 +65,18 @@ func (h *Handler) Card(w http.ResponseWriter, r *http.Request) {
 	h.serveCard(w, r, h.ref(r))
 }
 
+// WorkspaceCard serves GET /a2a/{ws}/.well-known/agent-card.json: the card
+// of the workspace's default agent, main. It is where a client that
+// resolves the relative ".well-known/agent-card.json" against the base URL
+// (as @a2a-js/sdk does: the base's last segment is replaced) lands from
+// {api}/a2a/{ws}/main; another agent's base must then end in "/".
+func (h *Handler) WorkspaceCard(w http.ResponseWriter, r *http.Request) {
+	h.serveCard(w, r, agentRef{ws: r.PathValue("ws"), agent: DefaultAgent})
+}
+
+// DefaultAgent is the agent a workspace's own card describes.
+const DefaultAgent = "main"
+
 // RootCard serves GET /.well-known/agent-card.json: the card of the agent
 // the setting a2a.default_agent names ("ws/agent"); 404 when it is unset.
 func (h *Handler) RootCard(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,7 @@ type env struct {
 	t     *testing.T
 	base  string // http://host
 	admin string
+	app   *app.App
 }
 
 // setup runs molt serve's wiring on a free port with a workspace acme.
@@ -47,7 +48,7 @@ func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Ready: func(addr string) { ready <- addr }})
 	}()
 	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	e := &env{t: t, base: "http://" + <-ready, admin: secret}
+	e := &env{t: t, base: "http://" + <-ready, admin: secret, app: a}
 	if st, body := e.do("PUT", "/api/workspaces/acme", secret, nil, `{"description":"test"}`); st/100 != 2 {
 		t.Fatalf("create workspace: %d %s", st, body)
 	}

@@ -53,7 +53,8 @@ func (h *Handler) agentExists(ctx context.Context, ref agentRef) bool {
 // baseURL is the agent's JSON-RPC URL as the client reached it.
 func baseURL(r *http.Request, ref agentRef) string {
 	scheme := "http"
-	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+	// r.URL.Scheme is set by lambdaurl (a function URL is https only).
+	if r.TLS != nil || r.URL.Scheme == "https" || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host + "/a2a/" + ref.ws + "/" + ref.agent

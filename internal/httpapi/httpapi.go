@@ -59,6 +59,9 @@ type Config struct {
 	// nil leaves those routes out. Its routes answer JSON-RPC, not problems,
 	// and authenticate themselves: they are not in Routes.
 	A2A *a2a.Handler
+	// A2AOnly serves /health and the A2A routes and nothing else: the
+	// streaming function URL, whose policy grants only what A2A needs.
+	A2AOnly bool
 }
 
 type server struct {
@@ -72,6 +75,7 @@ type server struct {
 	runs       *runs.Service
 	applies    *applies.Service
 	a2a        *a2a.Handler
+	a2aOnly    bool
 	settings   *settings.Service
 	workspaces *workspace.Service
 	delegate   *delegate.Service
@@ -85,7 +89,7 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		delegate: c.Delegate, a2a: c.A2A}
+		delegate: c.Delegate, a2a: c.A2A, a2aOnly: c.A2AOnly}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -132,6 +136,10 @@ func (s *server) route(pattern string, h http.HandlerFunc) {
 
 func (s *server) routes() {
 	s.route("GET /health", s.open(s.health))
+	if s.a2aOnly {
+		s.a2aRoutes()
+		return
+	}
 
 	s.handle("GET /api/workspaces", s.listWorkspaces)
 	s.handle("PUT /api/workspaces/{ws}", s.putWorkspace)
@@ -158,6 +166,10 @@ func (s *server) routes() {
 	if s.delegate != nil {
 		s.remoteRoutes()
 	}
+	s.a2aRoutes()
+}
+
+func (s *server) a2aRoutes() {
 	if s.a2a != nil {
 		s.a2a.Routes(func(pattern string, fn http.HandlerFunc) {
 			s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {

@@ -1,7 +1,9 @@
 # molt — build, test, run and deploy. `make help` lists the targets.
 #
 # Every tool is pinned here and installed into ./.tools/bin by `make tools`; a fresh
-# machine needs only Go (and make). Nothing is taken from the PATH except go and git.
+# machine needs only Go (and make). Nothing is taken from the PATH except go and git,
+# and node/npm (20 or later) for the A2A JS SDK interop test, whose client is pinned
+# by internal/a2a/testdata/jsclient/package-lock.json and installed by `make jsclient`.
 
 # ---- pinned tools ------------------------------------------------------------------
 KUMO_VERSION        := v0.33.1
@@ -53,7 +55,7 @@ ZIPS       := $(foreach f,$(FUNCTIONS),$(BUILD_DIR)/$(f).zip)
 TEST_FLAGS  ?= -count=1 -timeout=15m -p=2 -parallel=4
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout=15m -p=1
 
-.PHONY: help tools browser vet test build bootstraps zips molt run bench clean clean-tools version FORCE
+.PHONY: help tools browser jsclient vet test build bootstraps zips molt run bench clean clean-tools version FORCE
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -99,6 +101,23 @@ browser: ## install Debian's chromium for the browser tests when it is missing
 	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
 	test -x $(CHROMIUM)
 
+# The @a2a-js/sdk client internal/a2a's TestJSSDKInterop runs: `npm ci` from the
+# committed lockfile, again whenever package.json or the lockfile changes (the stamp
+# lives in node_modules, so removing node_modules reinstalls). Without npm the test
+# skips, except under CI=true, where both this target and the test fail.
+JSCLIENT_DIR   := internal/a2a/testdata/jsclient
+JSCLIENT_STAMP := $(JSCLIENT_DIR)/node_modules/.molt-installed
+
+jsclient: $(JSCLIENT_STAMP) ## install the pinned @a2a-js/sdk for the A2A interop test (npm ci)
+
+$(JSCLIENT_STAMP): $(JSCLIENT_DIR)/package.json $(JSCLIENT_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+		if [[ "$${CI:-}" == true ]]; then echo "npm is required (node 20+) for the A2A JS SDK interop test" >&2; exit 1; fi; \
+		echo "npm not found: the A2A JS SDK interop test will be skipped"; exit 0; \
+	fi; \
+	echo "npm ci in $(JSCLIENT_DIR)"; \
+	cd $(JSCLIENT_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && touch $(CURDIR)/$@
+
 # ---- checks --------------------------------------------------------------------------
 vet: $(STAMPS)/staticcheck-$(STATICCHECK_VERSION) ## gofmt check, go vet and staticcheck
 	@out=$$(gofmt -l $(wildcard cmd functions internal scripts)); \
@@ -106,7 +125,7 @@ vet: $(STAMPS)/staticcheck-$(STATICCHECK_VERSION) ## gofmt check, go vet and sta
 	$(GO) vet ./...
 	$(TOOLS_BIN)/staticcheck ./...
 
-test: tools vet ## every test, against a private kumo (or AWS_ENDPOINT_URL if set)
+test: tools jsclient vet ## every test, against a private kumo (or AWS_ENDPOINT_URL if set)
 	scripts/with-emulator.sh $(GO) test $(TEST_FLAGS) ./...
 
 # ---- build ---------------------------------------------------------------------------

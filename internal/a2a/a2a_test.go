@@ -24,6 +24,7 @@ type env struct {
 	t     *testing.T
 	base  string // http://host
 	admin string
+	app   *app.App
 }
 
 // setup runs molt serve's wiring on a free port with a workspace acme.
@@ -47,7 +48,7 @@ func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Ready: func(addr string) { ready <- addr }})
 	}()
 	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	e := &env{t: t, base: "http://" + <-ready, admin: secret}
+	e := &env{t: t, base: "http://" + <-ready, admin: secret, app: a}
 	if st, body := e.do("PUT", "/api/workspaces/acme", secret, nil, `{"description":"test"}`); st/100 != 2 {
 		t.Fatalf("create workspace: %d %s", st, body)
 	}
@@ -163,6 +164,14 @@ func TestCard(t *testing.T) {
 	if st, _ := e.do("GET", "/a2a/acme/nobody/.well-known/agent-card.json", "", nil, ""); st != 404 {
 		t.Errorf("unknown agent's card: %d, want 404", st)
 	}
+	// A client resolving ".well-known/agent-card.json" relative to {api}/a2a/acme/main
+	// (@a2a-js/sdk) asks the workspace for it: main's card.
+	if st, b := e.do("GET", "/a2a/acme/.well-known/agent-card.json", "", map[string]string{"A2A-Version": "1.0"}, ""); st != 200 || !strings.Contains(string(b), `"url":"`+e.base+`/a2a/acme/main"`) {
+		t.Errorf("workspace card: %d %s, want main's", st, b)
+	}
+	if st, _ := e.do("GET", "/a2a/nowhere/.well-known/agent-card.json", "", nil, ""); st != 404 {
+		t.Errorf("unknown workspace's card: %d, want 404", st)
+	}
 	if st, _ := e.do("GET", "/.well-known/agent-card.json", "", nil, ""); st != 404 {
 		t.Errorf("root card without a2a.default_agent: %d, want 404", st)
 	}
@@ -234,6 +243,12 @@ func TestSendGetListCancel(t *testing.T) {
 	_ = json.Unmarshal(r.Result, &list)
 	if r.Error != nil || len(list.Tasks) != 2 || list.Tasks[0].ID != second.Task.ID || list.NextPageToken == nil {
 		t.Errorf("ListTasks: %s %+v", r.Result, r.Error)
+	}
+	// @a2a-js/sdk sends a status the caller left out as "UNRECOGNIZED": no filter.
+	r = e.rpc("1.0", "ListTasks", map[string]any{"contextId": tk.ContextID, "status": "UNRECOGNIZED"})
+	_ = json.Unmarshal(r.Result, &list)
+	if r.Error != nil || len(list.Tasks) != 2 {
+		t.Errorf("ListTasks status UNRECOGNIZED: %s %+v", r.Result, r.Error)
 	}
 	r = e.rpc("1.0", "ListTasks", map[string]any{"pageSize": 1})
 	_ = json.Unmarshal(r.Result, &list)

@@ -53,7 +53,8 @@ func (h *Handler) agentExists(ctx context.Context, ref agentRef) bool {
 // baseURL is the agent's JSON-RPC URL as the client reached it.
 func baseURL(r *http.Request, ref agentRef) string {
 	scheme := "http"
-	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+	// r.URL.Scheme is set by lambdaurl (a function URL is https only).
+	if r.TLS != nil || r.URL.Scheme == "https" || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host + "/a2a/" + ref.ws + "/" + ref.agent
@@ -64,6 +65,18 @@ func baseURL(r *http.Request, ref agentRef) string {
 func (h *Handler) Card(w http.ResponseWriter, r *http.Request) {
 	h.serveCard(w, r, h.ref(r))
 }
+
+// WorkspaceCard serves GET /a2a/{ws}/.well-known/agent-card.json: the card
+// of the workspace's default agent, main. It is where a client that
+// resolves the relative ".well-known/agent-card.json" against the base URL
+// (as @a2a-js/sdk does: the base's last segment is replaced) lands from
+// {api}/a2a/{ws}/main; another agent's base must then end in "/".
+func (h *Handler) WorkspaceCard(w http.ResponseWriter, r *http.Request) {
+	h.serveCard(w, r, agentRef{ws: r.PathValue("ws"), agent: DefaultAgent})
+}
+
+// DefaultAgent is the agent a workspace's own card describes.
+const DefaultAgent = "main"
 
 // RootCard serves GET /.well-known/agent-card.json: the card of the agent
 // the setting a2a.default_agent names ("ws/agent"); 404 when it is unset.

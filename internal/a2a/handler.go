@@ -82,6 +82,7 @@ func New(c Config) *Handler {
 // Routes registers the handler's routes with route (the UI API's router).
 func (h *Handler) Routes(route func(pattern string, fn http.HandlerFunc)) {
 	route("GET /a2a/{ws}/{agent}/.well-known/agent-card.json", h.Card)
+	route("GET /a2a/{ws}/.well-known/agent-card.json", h.WorkspaceCard)
 	route("POST /a2a/{ws}/{agent}", h.RPC)
 	route("GET /.well-known/agent-card.json", h.RootCard)
 }

@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -29,7 +30,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 		if _, err := w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
 			return false
 		}
-		return rc.Flush() == nil
+		// A writer that cannot flush writes through (lambdaurl's pipe to the
+		// function URL's response stream): nothing is held back.
+		err = rc.Flush()
+		return err == nil || errors.Is(err, http.ErrNotSupported)
 	}
 	tw := t.wire(v, true, false)
 	if v == V10 {

@@ -165,7 +165,9 @@ func (h *Handler) listTasks(ctx context.Context, c auth.Caller, ref agentRef, p 
 		size = *p.PageSize
 	}
 	var want []work.Status
-	if p.Status != "" && p.Status != "TASK_STATE_UNSPECIFIED" {
+	// "UNRECOGNIZED" is how @a2a-js/sdk's generated code encodes a status the
+	// caller left out of listTasks({...}): no filter, like UNSPECIFIED.
+	if p.Status != "" && p.Status != "TASK_STATE_UNSPECIFIED" && p.Status != "UNRECOGNIZED" {
 		if want = statusesOf(stateFrom(p.Status)); want == nil {
 			return nil, "", invalidParams("status %q is not a task state molt uses", p.Status)
 		}

@@ -170,6 +170,13 @@ func (a *App) HTTPHandler() http.Handler {
 		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}, Search: a.Search})
 }
 
+// A2AStreamHandler returns what the streaming function URL serves (functions/
+// a2a-stream, RESPONSE_STREAM mode): /health and the A2A routes, streaming.
+func (a *App) A2AStreamHandler() http.Handler {
+	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
+		Version: buildinfo.Version, SHA: buildinfo.SHA, A2A: a.A2A(true), A2AOnly: true})
+}
+
 // A2A returns the A2A endpoint; streaming says whether the server in front
 // of it passes SSE through (molt serve, a function URL; not API Gateway).
 func (a *App) A2A(streaming bool) *a2a.Handler {

@@ -3,6 +3,7 @@ package awsbackend
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,6 +23,13 @@ import (
 // MustAPI returns the api function's handler (App.APILambda).
 func MustAPI() func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return mustApp().APILambda()
+}
+
+// MustA2AStream returns the a2a-stream function's handler
+// (App.A2AStreamHandler), for lambdaurl.Start: a function URL in
+// RESPONSE_STREAM mode, so SSE reaches the client as it is written.
+func MustA2AStream() http.Handler {
+	return mustApp().A2AStreamHandler()
 }
 
 // MustTicker returns the ticker function's handler (App.TickerLambda).

@@ -98,6 +98,7 @@ func Check(opts Options) ([]Problem, error) {
 	c.checkMake()
 	c.checkEnvironment()
 	c.checkPolicies()
+	c.checkFunctionURLs()
 	c.checkTable()
 	c.checkBuckets()
 	c.checkQueues()

@@ -158,6 +158,20 @@ func TestCheckCatches(t *testing.T) {
 			t.Helper()
 			files["events/api-wake.json"] = files["events/run-worker-wake.json"]
 		}, "events/api-wake.json: is an SQS event, but ApiFunction receives [API Gateway HTTP API (payload 2.0) request]"},
+		{"function URL event for the API", func(t *testing.T, files map[string]string) {
+			t.Helper()
+			files["events/api-card.json"] = files["events/a2a-stream-card.json"]
+		}, "events/api-card.json: is an Lambda function URL request, but ApiFunction receives [API Gateway HTTP API (payload 2.0) request]"},
+		{"streaming function without a URL", replace(tpl, "      FunctionUrlConfig:\n        AuthType: NONE\n        InvokeMode: RESPONSE_STREAM\n", "", 1),
+			"A2aStreamFunction: functions/a2a-stream starts lambdaurl: declare FunctionUrlConfig"},
+		{"function URL buffered", replace(tpl, "InvokeMode: RESPONSE_STREAM", "InvokeMode: BUFFERED", 1),
+			"A2aStreamFunction: FunctionUrlConfig.InvokeMode must be RESPONSE_STREAM"},
+		{"function URL auth type", replace(tpl, "AuthType: NONE", "AuthType: OPEN", 1),
+			"A2aStreamFunction: FunctionUrlConfig.AuthType must be NONE or AWS_IAM"},
+		{"function URL without an output", replace(tpl, "    Value: !GetAtt A2aStreamFunctionUrl.FunctionUrl\n", "    Value: none\n", 1),
+			"A2aStreamFunction: no output gives its URL"},
+		{"function URL on a function that does not stream", replace(tpl, "      Timeout: 29 # API Gateway gives up after 30 s\n", "      Timeout: 29 # API Gateway gives up after 30 s\n      FunctionUrlConfig: {AuthType: NONE, InvokeMode: RESPONSE_STREAM}\n", 1),
+			"ApiFunction: FunctionUrlConfig on a function whose main does not start lambdaurl"},
 		{"worker sample of another kind", func(t *testing.T, files map[string]string) {
 			t.Helper()
 			files["events/turn-worker-run.json"] = files["events/run-worker-wake.json"]
@@ -256,7 +270,8 @@ func TestFolderOf(t *testing.T) {
 }
 
 // repository returns the files Check reads: template, Makefile, events, and a
-// stand-in main.go per function folder (the Makefile's rules run with a fake go).
+// stand-in main.go per function folder (the Makefile's rules run with a fake go)
+// that keeps only whether the real one starts lambdaurl.
 func repository(t *testing.T) map[string]string {
 	t.Helper()
 	files := map[string]string{}
@@ -284,7 +299,11 @@ func repository(t *testing.T) map[string]string {
 		t.Fatal("no functions/*/main.go")
 	}
 	for _, m := range mains {
-		files[filepath.Join("functions", filepath.Base(filepath.Dir(m)), "main.go")] = "package main\n"
+		stub := "package main\n"
+		if b, err := os.ReadFile(m); err == nil && strings.Contains(string(b), deploytest.LambdaURLImport) {
+			stub += "\nimport _ " + deploytest.LambdaURLImport + "\n"
+		}
+		files[filepath.Join("functions", filepath.Base(filepath.Dir(m)), "main.go")] = stub
 	}
 	return files
 }

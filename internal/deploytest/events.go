@@ -17,6 +17,7 @@ const (
 	ShapeHTTP     = "API Gateway HTTP API (payload 2.0) request"
 	ShapeSchedule = "EventBridge event"
 	ShapeSQS      = "SQS event"
+	ShapeURL      = "Lambda function URL request"
 )
 
 // eventSourceShapes maps SAM event source types to the shape they deliver.
@@ -36,6 +37,11 @@ func ShapeOf(data []byte) string {
 		d := json.NewDecoder(bytes.NewReader(data))
 		d.DisallowUnknownFields()
 		return d.Decode(v) == nil
+	}
+	var furl events.LambdaFunctionURLRequest
+	if strict(&furl) && furl.Version == "2.0" && furl.RequestContext.HTTP.Method != "" &&
+		strings.HasPrefix(furl.RawPath, "/") && strings.Contains(furl.RequestContext.DomainName, ".lambda-url.") {
+		return ShapeURL
 	}
 	var http events.APIGatewayV2HTTPRequest
 	if strict(&http) && http.Version == "2.0" && http.RouteKey != "" &&
@@ -82,7 +88,7 @@ func (c *checker) checkEvents() error {
 		}
 		shape := ShapeOf(data)
 		if shape == "" {
-			c.addf(where, "not a known event (%s, %s or %s, strictly decoded)", ShapeHTTP, ShapeSchedule, ShapeSQS)
+			c.addf(where, "not a known event (%s, %s, %s or %s, strictly decoded)", ShapeHTTP, ShapeSchedule, ShapeSQS, ShapeURL)
 			continue
 		}
 		dir := ""
@@ -106,6 +112,9 @@ func (c *checker) checkEvents() error {
 			if s, ok := eventSourceShapes[fmt.Sprint(ev["Type"])]; ok && !slices.Contains(takes, s) {
 				takes = append(takes, s)
 			}
+		}
+		if _, ok := c.tpl.rawProps(id)["FunctionUrlConfig"].(map[string]any); ok {
+			takes = append(takes, ShapeURL)
 		}
 		if !slices.Contains(takes, shape) {
 			c.addf(where, "is an %s, but %s receives %v", shape, id, takes)

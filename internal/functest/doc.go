@@ -4,7 +4,7 @@
 // Interface Emulator (MOLT_RIE, installed by `make tools`) against the AWS emulator
 // (AWS_ENDPOINT_URL), with the table, bucket and queues template.yaml declares
 // created there, and is invoked with the samples in events/ — the path `sam local
-// invoke` takes. TestPipeline carries work through all five functions: the API's
+// invoke` takes. TestPipeline carries work through the API and the workers: the API's
 // wake-ups are received from the real queues and become the workers' SQS events.
 //
 // Every function's AWS calls go through a recording proxy; when a test ends each

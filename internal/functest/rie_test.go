@@ -546,6 +546,7 @@ func BenchmarkColdStart(b *testing.B) {
 	cases := []struct{ fn, event string }{
 		{"api", "api-health.json"},
 		{"ticker", "ticker-scheduled.json"},
+		{"a2a-stream", "a2a-stream-card.json"},
 	}
 	for _, kind := range app.Kinds() {
 		cases = append(cases, struct{ fn, event string }{kind + "-worker", kind + "-worker-wake.json"})

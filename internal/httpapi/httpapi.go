@@ -88,6 +88,9 @@ type Config struct {
 	Checks []Check
 	// Search is the web search chain behind /api/search; nil leaves it out.
 	Search *search.Client
+	// A2AOnly serves /health and the A2A routes and nothing else: the
+	// streaming function URL, whose policy grants only what A2A needs.
+	A2AOnly bool
 }
 
 type server struct {
@@ -101,6 +104,7 @@ type server struct {
 	runs       *runs.Service
 	applies    *applies.Service
 	a2a        *a2a.Handler
+	a2aOnly    bool
 	settings   *settings.Service
 	workspaces *workspace.Service
 	delegate   *delegate.Service
@@ -121,7 +125,8 @@ func New(c Config) http.Handler {
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
 		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming,
-		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks, search: c.Search}
+		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks, search: c.Search,
+		a2aOnly: c.A2AOnly}
 	s.settings = &settings.Service{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
@@ -172,6 +177,10 @@ func (s *server) route(pattern string, h http.HandlerFunc) {
 
 func (s *server) routes() {
 	s.route("GET /health", s.open(s.health))
+	if s.a2aOnly {
+		s.a2aRoutes()
+		return
+	}
 	s.consoleRoutes()
 
 	s.handle("GET /api/workspaces", s.listWorkspaces)
@@ -199,14 +208,7 @@ func (s *server) routes() {
 	if s.delegate != nil {
 		s.remoteRoutes()
 	}
-	if s.a2a != nil {
-		s.a2a.Routes(func(pattern string, fn http.HandlerFunc) {
-			s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
-				fn(w, r)
-				return nil
-			}))
-		})
-	}
+	s.a2aRoutes()
 	if s.tokens != nil {
 		s.handle("GET /api/tokens", s.listTokens)
 		s.handle("POST /api/tokens", s.createToken)
@@ -214,6 +216,19 @@ func (s *server) routes() {
 	}
 	if s.search != nil {
 		s.searchRoutes()
+	}
+}
+
+// a2aRoutes registers the A2A routes: they answer JSON-RPC, not problems, and
+// authenticate themselves, so they are not in Routes.
+func (s *server) a2aRoutes() {
+	if s.a2a != nil {
+		s.a2a.Routes(func(pattern string, fn http.HandlerFunc) {
+			s.mux.HandleFunc(pattern, s.open(func(w http.ResponseWriter, r *http.Request) error {
+				fn(w, r)
+				return nil
+			}))
+		})
 	}
 }
 

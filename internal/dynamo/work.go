@@ -419,30 +419,9 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 			u.setVal(attrExpiresAt, num(set.ExpiresAt.Unix()))
 		}
 	}
-	updated := set.UpdatedAt
-	if updated.IsZero() {
-		updated = s.now() // always written
-	}
-	u.setTime(attrUpdatedAt, updated)
-	// gsi3 (the change feed) follows updated_at in the same write.
-	u.setVal(attrG3PK, str(kindPK(op.Kind)))
-	u.setVal(attrG3SK, str(changeSK(updated, op.ID)))
 	u.setStr(attrOpID, set.OpID)
-	// gsi4sk follows updated_at until the item is archived, then archived_at:
-	// a write that does not set the archive time keeps an archived item's key
-	// (if_not_exists reads its copy in gsi4a).
-	byUpdate := str(ageKey(ageUpdated, updated, op.ID))
-	switch at := set.ArchivedAt; {
-	case at != nil && !at.IsZero():
-		k := str(ageKey(ageArchived, *at, op.ID))
-		u.setVal(attrArchivedAt, tnum(*at))
-		u.setVal(attrAgeArchived, k)
-		u.setVal(attrG4SK, k)
-	case at != nil:
-		u.remove = append(u.remove, e.name(attrArchivedAt), e.name(attrAgeArchived))
-		u.setVal(attrG4SK, byUpdate)
-	default:
-		u.set = append(u.set, e.name(attrG4SK)+" = if_not_exists("+e.name(attrAgeArchived)+", "+e.value(byUpdate)+")")
+	if !set.KeepUpdatedAt {
+		s.setUpdated(u, e, op, set)
 	}
 
 	return &types.Update{TableName: aws.String(s.table), Key: workKey(op.Kind, op.ID),
@@ -654,4 +633,33 @@ func (s *Store) ItemsChangedAfter(ctx context.Context, kind work.Kind, at time.T
 		out = append(out, decodeItem(m))
 	}
 	return out, nil
+}
+
+// setUpdated writes updated_at (now when set.UpdatedAt is zero) and the index
+// keys that follow it: gsi3 (the change feed) and gsi4 (age, unless archived).
+func (s *Store) setUpdated(u *update, e *exprs, op work.UpdateItem, set work.Set) {
+	updated := set.UpdatedAt
+	if updated.IsZero() {
+		updated = s.now() // always written
+	}
+	u.setTime(attrUpdatedAt, updated)
+	// gsi3 (the change feed) follows updated_at in the same write.
+	u.setVal(attrG3PK, str(kindPK(op.Kind)))
+	u.setVal(attrG3SK, str(changeSK(updated, op.ID)))
+	// gsi4sk follows updated_at until the item is archived, then archived_at:
+	// a write that does not set the archive time keeps an archived item's key
+	// (if_not_exists reads its copy in gsi4a).
+	byUpdate := str(ageKey(ageUpdated, updated, op.ID))
+	switch at := set.ArchivedAt; {
+	case at != nil && !at.IsZero():
+		k := str(ageKey(ageArchived, *at, op.ID))
+		u.setVal(attrArchivedAt, tnum(*at))
+		u.setVal(attrAgeArchived, k)
+		u.setVal(attrG4SK, k)
+	case at != nil:
+		u.remove = append(u.remove, e.name(attrArchivedAt), e.name(attrAgeArchived))
+		u.setVal(attrG4SK, byUpdate)
+	default:
+		u.set = append(u.set, e.name(attrG4SK)+" = if_not_exists("+e.name(attrAgeArchived)+", "+e.value(byUpdate)+")")
+	}
 }

@@ -113,8 +113,12 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 	if updated.IsZero() {
 		updated = s.clock.Now()
 	}
-	cols := []string{"op_id = ?", "updated_at = ?"}
-	args := []any{set.OpID, ts(updated)}
+	cols := []string{"op_id = ?"}
+	args := []any{set.OpID}
+	if !set.KeepUpdatedAt {
+		cols = append(cols, "updated_at = ?")
+		args = append(args, ts(updated))
+	}
 	add := func(col string, v any) {
 		cols = append(cols, col+" = ?")
 		args = append(args, v)

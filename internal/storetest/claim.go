@@ -494,3 +494,33 @@ func testTransactions(t *testing.T, open Opener) {
 		t.Fatalf("release of a free lock: err = %v, want condition failure", err)
 	}
 }
+
+// testHeartbeatKeepsUpdatedAt: a heartbeat moves the heartbeat and nothing the
+// change feed or the age listings read (updated_at); KeepUpdatedAt with an
+// UpdatedAt or ArchivedAt is refused before anything is written.
+func testHeartbeatKeepsUpdatedAt(t *testing.T, open Opener) {
+	e := setup(t, open)
+	it := e.create(kindT, "")
+	c := e.claim(it, 0)
+	claimed := e.get(kindT, it.ID)
+	e.clock.Advance(time.Minute)
+	if err := e.p.Heartbeat(e.ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	got := e.get(kindT, it.ID)
+	if !got.HeartbeatAt.Equal(e.clock.Now()) || !got.UpdatedAt.Equal(claimed.UpdatedAt) || got.OpID == claimed.OpID {
+		t.Fatalf("after a heartbeat: heartbeat %v updated %v (was %v), op %s", got.HeartbeatAt, got.UpdatedAt, claimed.UpdatedAt, got.OpID)
+	}
+	for _, set := range []work.Set{
+		{KeepUpdatedAt: true, UpdatedAt: e.clock.Now(), OpID: "bad-1"},
+		{KeepUpdatedAt: true, ArchivedAt: work.Ptr(e.clock.Now()), OpID: "bad-2"},
+	} {
+		err := e.s.Commit(e.ctx, work.UpdateItem{Kind: kindT, ID: it.ID, Set: set})
+		if molt.ErrorCode(err) != molt.EINVALID {
+			t.Fatalf("commit %+v = %v, want EINVALID", set, err)
+		}
+	}
+	if e.get(kindT, it.ID).OpID != got.OpID {
+		t.Fatal("a refused commit wrote the item")
+	}
+}

@@ -66,6 +66,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("MaintainerLimit", func(t *testing.T) { t.Parallel(); testMaintainerLimit(t, open) })
 	t.Run("MaintainerKindsIndependent", func(t *testing.T) { t.Parallel(); testMaintainerKindsIndependent(t, open) })
 	t.Run("Takeover", func(t *testing.T) { t.Parallel(); testTakeover(t, open) })
+	t.Run("HeartbeatKeepsUpdatedAt", func(t *testing.T) { t.Parallel(); testHeartbeatKeepsUpdatedAt(t, open) })
 	t.Run("Recover", func(t *testing.T) { t.Parallel(); testRecover(t, open) })
 	t.Run("ExpireAlso", func(t *testing.T) { t.Parallel(); testExpireAlso(t, open) })
 	t.Run("MaintainerResume", func(t *testing.T) { t.Parallel(); testMaintainerResume(t, open) })

@@ -135,7 +135,13 @@ type Set struct {
 	// a zero time clears it.
 	ArchivedAt *time.Time
 	UpdatedAt  time.Time
-	OpID       string
+	// KeepUpdatedAt leaves updated_at (and the indexes that follow it: the
+	// change feed, the age listings) as they are: for a write that is claim
+	// bookkeeping, not a change of the item (a heartbeat), so a busy claim
+	// costs one small write per beat and the change feed stays quiet. It
+	// excludes UpdatedAt and ArchivedAt.
+	KeepUpdatedAt bool
+	OpID          string
 }
 
 // AdjustSlots adds Delta to the kind's slot counter. When Delta > 0 and Max > 0 its

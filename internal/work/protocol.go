@@ -149,12 +149,14 @@ func (p *Protocol) ClaimSeen(ctx context.Context, seen Item, budget int) (Claim,
 }
 
 // Heartbeat refreshes the claim's heartbeat. It returns ELOSTCLAIM when the claim
-// is no longer the caller's (the caller must stop and write nothing more).
+// is no longer the caller's (the caller must stop and write nothing more). A
+// heartbeat leaves updated_at as it was (Set.KeepUpdatedAt): it is not a change
+// of the item, and the change feed and the age listings do not see it.
 func (p *Protocol) Heartbeat(ctx context.Context, c Claim) error {
 	now := p.now()
 	opID := p.IDs.NewID()
 	op := UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c),
-		Set: Set{HeartbeatAt: Ptr(now), UpdatedAt: now, OpID: opID}}
+		Set: Set{HeartbeatAt: Ptr(now), KeepUpdatedAt: true, OpID: opID}}
 	if err := p.commit(ctx, c.Kind, c.ID, opID, []Op{op}); err != nil {
 		return p.ownedErr(c, "heartbeat", err)
 	}

@@ -103,6 +103,8 @@ func (c Cond) validate() error {
 
 func (s Set) validate() error {
 	switch {
+	case s.KeepUpdatedAt && (!s.UpdatedAt.IsZero() || s.ArchivedAt != nil):
+		return molt.Invalid("updated_at", "a write that keeps updated_at sets neither it nor archived_at")
 	case len(s.Data) > MaxData:
 		return &molt.Error{Code: molt.ETOOLARGE, Field: "data", Message: "item data over the limit"}
 	case s.Reason != nil && len(*s.Reason) > MaxReason:

@@ -42,8 +42,8 @@ func LockDataDir(dir string) (unlock func() error, err error) {
 			if _, perr := strconv.Atoi(holder); perr != nil {
 				holder = "unknown"
 			}
-			return nil, fmt.Errorf("%w: %s is used by another molt serve (pid %s); stop it or choose another --data: %w",
-				ErrLocked, dir, holder, err)
+			return nil, fmt.Errorf("%w: %s is used by another molt serve (pid %s); stop it or choose another --data",
+				ErrLocked, dir, holder)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

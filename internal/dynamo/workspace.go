@@ -13,6 +13,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
@@ -681,4 +682,86 @@ func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []works
 		return nil, nil, ownErr
 	}
 	return global, own, nil
+}
+
+// Attributes of a workspace's overrides of the settings, on its META item: so
+// deleting the workspace deletes them, and PutWorkspace (an UpdateItem of
+// other attributes) keeps them.
+const (
+	attrWSSettings    = "ws_settings"
+	attrWSSettingsRev = "ws_settings_rev"
+)
+
+// ReadWorkspaceSettings returns workspace ws's overrides of the settings (none
+// when none were saved) with their revision, strongly consistent. EINVALID for
+// a bad name, ENOTFOUND when the workspace does not exist or is being deleted.
+func (s *Store) ReadWorkspaceSettings(ctx context.Context, ws string) (settings.Overrides, int64, error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return settings.Overrides{}, 0, err
+	}
+	m, ok, err := s.get(ctx, metaKey(ws))
+	if err != nil {
+		return settings.Overrides{}, 0, failure("get settings of workspace "+ws, err)
+	}
+	if _, del := m[attrDeleting]; !ok || del {
+		return settings.Overrides{}, 0, molt.NotFound("workspace %s not found", ws)
+	}
+	o, err := settings.DecodeOverrides(getS(m, attrWSSettings))
+	if err != nil {
+		return settings.Overrides{}, 0, fmt.Errorf("decode stored settings of workspace %s: %w", ws, err)
+	}
+	return o, getN(m, attrWSSettingsRev), nil
+}
+
+// PutWorkspaceSettingsIf saves o as workspace ws's overrides after Validate
+// with one UpdateItem of its META, conditional on the workspace being live and
+// the overrides' revision being rev, and returns the new revision.
+// ECONFLICT/settings.ReasonChanged when the revision moved on, ENOTFOUND when
+// the workspace does not exist or is being deleted; EINVALID writes nothing.
+// After a retried request whose first attempt may have landed, a stored
+// document equal to this one at rev+1 counts as this write.
+func (s *Store) PutWorkspaceSettingsIf(ctx context.Context, ws string, o settings.Overrides, rev int64) (int64, error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return 0, err
+	}
+	if err := o.Validate(); err != nil {
+		return 0, err
+	}
+	doc := string(o.Encode())
+	e := &exprs{}
+	u := &update{e: e}
+	u.setVal(attrWSSettings, str(doc))
+	u.setVal(attrWSSettingsRev, num(rev+1))
+	cond := liveCond(e) + " AND "
+	if rev == 0 {
+		cond += "attribute_not_exists(" + e.name(attrWSSettingsRev) + ")"
+	} else {
+		cond += e.name(attrWSSettingsRev) + " = " + e.value(num(rev))
+	}
+	retried, err := s.retrying(ctx, func(opt func(*dynamodb.Options)) error {
+		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: metaKey(ws),
+			UpdateExpression: aws.String(u.expr()), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+		}, opt)
+		return err
+	})
+	if _, isCond := conditionIndex(err); isCond {
+		m, ok, gerr := s.get(ctx, metaKey(ws))
+		if gerr != nil {
+			return 0, failure("put settings of workspace "+ws, gerr)
+		}
+		if _, del := m[attrDeleting]; !ok || del {
+			return 0, molt.NotFound("workspace %s not found", ws)
+		}
+		if retried && getN(m, attrWSSettingsRev) == rev+1 && getS(m, attrWSSettings) == doc {
+			return rev + 1, nil
+		}
+		return 0, &molt.Error{Code: molt.ECONFLICT, Reason: settings.ReasonChanged,
+			Message: fmt.Sprintf("the settings of workspace %s are no longer at revision %d", ws, rev), Err: err}
+	}
+	if err != nil {
+		return 0, failure("put settings of workspace "+ws, err)
+	}
+	return rev + 1, nil
 }

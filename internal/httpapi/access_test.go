@@ -244,6 +244,10 @@ func TestAccessMatrix(t *testing.T) {
 				return p
 			}},
 		{pattern: "GET /api/settings", want: fullOnly(200), path: static("/api/settings")},
+		{pattern: "GET /api/workspaces/{ws}/settings", want: readWS(200), path: static("/api/workspaces/acme/settings"),
+			missing: "/api/workspaces/nosuch/settings"},
+		{pattern: "PUT /api/workspaces/{ws}/settings", want: writeWS(200), path: static("/api/workspaces/acme/settings"),
+			missing: "/api/workspaces/nosuch/settings", body: `{"naming":{"timeout_seconds":null}}`},
 		{pattern: "GET /api/workspaces/{ws}/remotes", want: writeWS(200), path: static("/api/workspaces/acme/remotes"),
 			missing: "/api/workspaces/nosuch/remotes"},
 		{pattern: "PUT /api/workspaces/{ws}/remotes/{name}", want: writeWS(200), path: static("/api/workspaces/acme/remotes/billing"),

@@ -106,6 +106,7 @@ type server struct {
 	a2a        *a2a.Handler
 	a2aOnly    bool
 	settings   *settings.Service
+	wsSettings *settings.WorkspaceService
 	workspaces *workspace.Service
 	delegate   *delegate.Service
 	naming     *naming.Service
@@ -128,6 +129,7 @@ func New(c Config) http.Handler {
 		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks, search: c.Search,
 		a2aOnly: c.A2AOnly}
 	s.settings = &settings.Service{Store: c.Store}
+	s.wsSettings = &settings.WorkspaceService{Store: c.Store}
 	s.workspaces = &workspace.Service{Store: c.Store, Surfaces: &workspace.Surfaces{Store: c.Store},
 		Now: func() time.Time { return s.clock.Now() }}
 	if s.timeout <= 0 {
@@ -195,6 +197,8 @@ func (s *server) routes() {
 
 	s.handle("GET /api/settings", s.getSettings)
 	s.handle("PUT /api/settings", s.putSettings)
+	s.handle("GET /api/workspaces/{ws}/settings", s.getWorkspaceSettings)
+	s.handle("PUT /api/workspaces/{ws}/settings", s.putWorkspaceSettings)
 
 	if s.chat != nil {
 		s.sessionRoutes()

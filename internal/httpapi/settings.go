@@ -78,3 +78,37 @@ func ifMatchRevisions(r *http.Request) ([]int64, bool) {
 	}
 	return revs, true
 }
+
+func (s *server) getWorkspaceSettings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws, err := s.wsSettings.Get(r.Context(), c, r.PathValue("ws"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", settingsETag(ws.Revision))
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
+// putWorkspaceSettings applies a partial update of a workspace's overrides (a
+// key given as null inherits the global value again) and answers the result;
+// concurrent updates are merged.
+func (s *server) putWorkspaceSettings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	ws := r.PathValue("ws")
+	if err := s.wsSettings.AuthorizeWorkspace(c, ws, true); err != nil {
+		return err // before the body is read
+	}
+	body, err := s.readJSON(w, r)
+	if err != nil {
+		return err
+	}
+	if err := checkKeys(body, reflect.TypeOf(settings.Overrides{})); err != nil {
+		return err
+	}
+	next, err := s.wsSettings.Update(r.Context(), c, ws, body)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", settingsETag(next.Revision))
+	writeJSON(w, http.StatusOK, next)
+	return nil
+}

@@ -22,6 +22,7 @@ import (
 type Store interface {
 	work.Reader
 	session.Store
+	settings.WorkspaceStore
 	GetSettings(ctx context.Context) (settings.Settings, error)
 }
 
@@ -124,9 +125,10 @@ func (s *Service) policy(ctx context.Context) (work.Policy, settings.Naming, err
 	return s.Policy(), st.Naming, nil
 }
 
-// effective returns the naming settings that apply to workspace ws.
-func (s *Service) effective(_ context.Context, _ string, global settings.Naming) settings.Naming {
-	return global
+// effective returns the naming settings that apply to workspace ws: its
+// overrides over the global ones. ENOTFOUND when ws does not exist.
+func (s *Service) effective(ctx context.Context, ws string, global settings.Naming) (settings.Naming, error) {
+	return settings.Effective(ctx, s.store, ws, global)
 }
 
 // Handle is the naming worker (queue.Handler for work.KindNaming wake-ups).
@@ -198,7 +200,10 @@ func (s *Service) request(ctx context.Context, id string, seq int, byHand bool) 
 		if err != nil {
 			return work.Item{}, err
 		}
-		n := s.effective(ctx, sess.Workspace, st.Naming)
+		n, err := s.effective(ctx, sess.Workspace, st.Naming)
+		if err != nil {
+			return work.Item{}, err
+		}
 		if n.Mode == settings.NamingDisabled {
 			return work.Item{}, molt.Conflict(ReasonNamingDisabled, "naming is disabled")
 		}
@@ -302,7 +307,14 @@ func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, glob
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", d.SessionID, err)
 	}
-	n := s.effective(ctx, sess.Workspace, global)
+	n, err := s.effective(ctx, sess.Workspace, global)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		s.end(ctx, it, ReasonStale) // the workspace, and so the session, is being deleted
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	if reason := refusal(sess, d, n); reason != "" {
 		s.end(ctx, it, reason)
 		return nil, nil

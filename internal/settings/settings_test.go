@@ -52,3 +52,45 @@ func TestMerge(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeOverrides(t *testing.T) {
+	t.Parallel()
+	base, err := settings.MergeOverrides(settings.Overrides{}, []byte(`{"naming":{"mode":"always","timeout_seconds":5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := settings.MergeOverrides(base, []byte(`{"naming":{"timeout_seconds":9,"mode":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Naming.Mode != nil || got.Naming.TimeoutSeconds == nil || *got.Naming.TimeoutSeconds != 9 || got.Naming.Model != nil {
+		t.Fatalf("merged = %s, want only timeout 9", got.Encode())
+	}
+	// The merge never writes through the pointers of what it merged into.
+	if base.Naming.Mode == nil || *base.Naming.Mode != "always" || *base.Naming.TimeoutSeconds != 5 {
+		t.Fatalf("the merge changed its input: %s", base.Encode())
+	}
+	g := settings.Default().Naming
+	g.Model = "cheap"
+	if n := got.Naming.Apply(g); n.Mode != settings.NamingOnce || n.TimeoutSeconds != 9 || n.Model != "cheap" {
+		t.Fatalf("effective = %+v, want once (global), 9, cheap (global)", n)
+	}
+	for _, c := range []struct{ patch, field string }{
+		{`{"naming":{"mode":"sometimes"}}`, "naming.mode"},
+		{`{"naming":{"timeout_seconds":0}}`, "naming.timeout_seconds"},
+		{`{"naming":{"timeout_seconds":301}}`, "naming.timeout_seconds"},
+		{`{"naming":{"timeout_seconds":true}}`, "naming.timeout_seconds"},
+		{`{"naming":{"model":"a b"}}`, "naming.model"},
+		{`{"naming":{"bogus":1}}`, "bogus"},
+		{`{"evolution":{}}`, "evolution"},
+	} {
+		out, err := settings.MergeOverrides(base, []byte(c.patch))
+		e, _ := err.(*molt.Error)
+		if e == nil || e.Code != molt.EINVALID || e.Field != c.field {
+			t.Errorf("MergeOverrides(%s) = %v, want invalid naming %s", c.patch, err, c.field)
+		}
+		if !out.Equal(base) {
+			t.Errorf("MergeOverrides(%s) changed the overrides on error", c.patch)
+		}
+	}
+}

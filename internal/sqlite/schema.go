@@ -147,6 +147,11 @@ UPDATE items SET archived_at = COALESCE(strftime('%Y-%m-%dT%H:%M:%S.000000000Z',
 CREATE INDEX items_unarchived_by_update ON items (kind, status, updated_at, id) WHERE archived_at = '';
 CREATE INDEX items_archived ON items (kind, status, archived_at, id) WHERE archived_at != '';
 `,
+	// 9: a workspace's overrides of the settings and their revision (0: none saved).
+	`
+ALTER TABLE workspaces ADD COLUMN settings TEXT NOT NULL DEFAULT '';
+ALTER TABLE workspaces ADD COLUMN settings_revision INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

@@ -8,6 +8,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
+	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
@@ -377,4 +378,68 @@ func (s *Store) ListSurface(ctx context.Context, ws string) (global, own []works
 		return nil, nil, fmt.Errorf("list surface of %s: %w", ws, err)
 	}
 	return global, own, nil
+}
+
+// ReadWorkspaceSettings returns workspace ws's overrides of the settings (none
+// when none were saved) with their revision. EINVALID for a bad name,
+// ENOTFOUND when the workspace does not exist.
+func (s *Store) ReadWorkspaceSettings(ctx context.Context, ws string) (settings.Overrides, int64, error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return settings.Overrides{}, 0, err
+	}
+	var doc string
+	var rev int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT settings, settings_revision FROM workspaces WHERE name = ?`, ws).Scan(&doc, &rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return settings.Overrides{}, 0, molt.NotFound("workspace %s not found", ws)
+	}
+	if err != nil {
+		return settings.Overrides{}, 0, fmt.Errorf("get settings of workspace %s: %w", ws, err)
+	}
+	o, err := settings.DecodeOverrides(doc)
+	if err != nil {
+		return settings.Overrides{}, 0, fmt.Errorf("decode stored settings of workspace %s: %w", ws, err)
+	}
+	return o, rev, nil
+}
+
+// PutWorkspaceSettingsIf saves o as workspace ws's overrides after Validate
+// only while their stored revision is rev (one statement whose WHERE is the
+// condition), and returns the new revision. ECONFLICT/settings.ReasonChanged
+// when it is not, ENOTFOUND when the workspace does not exist; EINVALID writes
+// nothing. The overrides are a column of the workspace's row, so deleting the
+// workspace deletes them.
+func (s *Store) PutWorkspaceSettingsIf(ctx context.Context, ws string, o settings.Overrides, rev int64) (int64, error) {
+	if err := workspace.ValidateName(ws); err != nil {
+		return 0, err
+	}
+	if err := o.Validate(); err != nil {
+		return 0, err
+	}
+	doc := string(o.Encode())
+	err := s.w.write(ctx, func(q querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE workspaces SET settings = ?, settings_revision = settings_revision + 1
+			WHERE name = ? AND settings_revision = ?`, doc, ws, rev)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n > 0 {
+			return nil
+		}
+		var one int
+		err = q.QueryRowContext(ctx, `SELECT 1 FROM workspaces WHERE name = ?`, ws).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return molt.NotFound("workspace %s not found", ws)
+		}
+		if err != nil {
+			return err
+		}
+		return molt.Conflict(settings.ReasonChanged, "the settings of workspace %s are no longer at revision %d", ws, rev)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("put settings of workspace %s: %w", ws, err)
+	}
+	return rev + 1, nil
 }

@@ -18,6 +18,7 @@ type Store interface {
 	workspace.Store
 	auth.Store
 	settings.Store
+	settings.WorkspaceStore
 	session.Store
 	changes.Store
 }

@@ -83,6 +83,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Settings", func(t *testing.T) { t.Parallel(); testSettings(t, open) })
 	t.Run("SettingsRevision", func(t *testing.T) { t.Parallel(); testSettingsRevision(t, open) })
 	t.Run("SettingsMerge", func(t *testing.T) { t.Parallel(); testSettingsMerge(t, open) })
+	t.Run("WorkspaceSettings", func(t *testing.T) { t.Parallel(); testWorkspaceSettings(t, open) })
+	t.Run("WorkspaceSettingsMerge", func(t *testing.T) { t.Parallel(); testWorkspaceSettingsMerge(t, open) })
 	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open) })
 	t.Run("Messages", func(t *testing.T) { t.Parallel(); testMessages(t, open) })
 	t.Run("AppendRace", func(t *testing.T) { t.Parallel(); testAppendRace(t, open) })

@@ -11,7 +11,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -19,14 +21,30 @@ import (
 	"github.com/molt-dev/molt/internal/app/modelenv"
 	"github.com/molt-dev/molt/internal/awsenv"
 	"github.com/molt-dev/molt/internal/dynamo"
+	"github.com/molt-dev/molt/internal/lambdainvoke"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/s3blob"
 	"github.com/molt-dev/molt/internal/sqsqueue"
 )
 
+// EnvSearXNGFunction names the SearXNG function (its name or ARN) that
+// web_search and GET /api/search invoke through the Lambda API; template.yaml
+// sets it for the functions granted lambda:InvokeFunction on it.
+const EnvSearXNGFunction = "MOLT_SEARXNG_FUNCTION"
+
 // NewApp builds an App on the AWS adapters: what every Lambda function runs on.
+// With MOLT_SEARXNG_FUNCTION set, SearXNG is that function, reached through
+// lambda:InvokeFunction (lambdainvoke.Transport) unless MOLT_SEARXNG_URL names
+// an instance.
 func NewApp(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App, error) {
+	if fn := strings.TrimSpace(os.Getenv(EnvSearXNGFunction)); fn != "" && cfg.Search.SearXNGURL == "" {
+		awsCfg, err := awsenv.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Search.SearXNGTransport = SearXNGTransport(awsCfg, fn, logger)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,4 +99,11 @@ func DynamoOptions() func(*dynamodb.Options) {
 			o.DisableValidateResponseChecksum = true
 		}
 	}
+}
+
+// SearXNGTransport carries SearXNG requests to function (a name or ARN)
+// through the Lambda Invoke API.
+func SearXNGTransport(awsCfg aws.Config, function string, logger *slog.Logger) *lambdainvoke.Transport {
+	client := lambda.NewFromConfig(awsCfg, lambdainvoke.ClientOptions(lambdainvoke.DefaultMaxPayload))
+	return lambdainvoke.New(client, function, lambdainvoke.Options{Logger: logger})
 }

@@ -98,6 +98,8 @@ func Check(opts Options) ([]Problem, error) {
 	c.checkMake()
 	c.checkEnvironment()
 	c.checkPolicies()
+	c.checkInvokes()
+	c.checkSecrets()
 	c.checkFunctionURLs()
 	c.checkTable()
 	c.checkBuckets()
@@ -162,6 +164,10 @@ func (c *checker) checkFunctions() {
 	for _, id := range ids {
 		fn := fns[id]
 		where := "template.yaml " + id
+		if isImage(fn) {
+			c.checkImageFunction(id, fn, g)
+			continue
+		}
 		dir, ok := FolderOf(id)
 		if !ok {
 			c.addf(where, "a function's logical id must be <Folder>Function (ApiFunction for functions/api)")

@@ -39,8 +39,18 @@ func Grants(root, logicalID string) ([]Grant, error) {
 		return nil, fmt.Errorf("template.yaml has no function %s", logicalID)
 	}
 	c := &checker{tpl: tpl}
+	out := c.grants(logicalID)
+	if len(c.problems) > 0 {
+		return out, fmt.Errorf("%s's policies: %v", logicalID, c.problems)
+	}
+	return out, nil
+}
+
+// grants returns the statements the Policies of function id always grant
+// (see Grants); problems reading them are added to c.
+func (c *checker) grants(id string) []Grant {
 	var out []Grant
-	for _, d := range c.policyDocs(logicalID) {
+	for _, d := range c.policyDocs(id) {
 		if d.conditional {
 			continue
 		}
@@ -65,10 +75,7 @@ func Grants(root, logicalID string) ([]Grant, error) {
 			out = append(out, g)
 		}
 	}
-	if len(c.problems) > 0 {
-		return out, fmt.Errorf("%s's policies: %v", logicalID, c.problems)
-	}
-	return out, nil
+	return out
 }
 
 var arnSubRE = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.Arn\}(.*)$`)

@@ -18,6 +18,7 @@ var serviceResources = map[string][]string{
 	"s3":       {"AWS::S3::Bucket"},
 	"sqs":      {"AWS::SQS::Queue"},
 	"sns":      {"AWS::SNS::Topic"},
+	"lambda":   {"AWS::Serverless::Function", "AWS::Lambda::Function"},
 }
 
 // checkPolicies checks every function's Policies (which must be explicit policy

@@ -149,6 +149,11 @@ func New(cfg Config, logger *slog.Logger) *Client {
 	sx := &searxng{base: cfg.SearXNGURL, http: hc}
 	if cfg.SearXNGTransport != nil {
 		sx.http = &http.Client{Transport: cfg.SearXNGTransport, CheckRedirect: noRedirects}
+		if sx.base == "" {
+			// The transport picks the destination (on AWS, the function); the
+			// URL only carries the path and query.
+			sx.base = searxngTransportBase
+		}
 	}
 	c.backends = map[string]backend{
 		BackendSearXNG:    sx,
@@ -157,6 +162,10 @@ func New(cfg Config, logger *slog.Logger) *Client {
 	}
 	return c
 }
+
+// searxngTransportBase is the base URL of SearXNG requests when
+// Config.SearXNGTransport carries them and no URL is configured.
+const searxngTransportBase = "http://searxng.invalid"
 
 // Config returns the client's configuration, defaults filled in.
 func (c *Client) Config() Config { return c.cfg }

@@ -21,9 +21,15 @@ type Agent struct {
 	Tools []string `yaml:"tools"`
 	// Skills lists the skills shown to the agent. Nil (the key is absent) shows
 	// every skill of the surface; an empty list shows none.
-	Skills []string       `yaml:"skills"`
-	Model  AgentModel     `yaml:"model"`
-	Extra  map[string]any `yaml:",inline"`
+	Skills []string   `yaml:"skills"`
+	Model  AgentModel `yaml:"model"`
+	// Delegation: the resolver (internal/delegate) reads each user message of
+	// the agent's root sessions and may route it to another agent or a
+	// registered remote instead of answering it here.
+	Delegation bool `yaml:"delegation"`
+	// Aliases are further names the resolver knows the agent by.
+	Aliases []string       `yaml:"aliases"`
+	Extra   map[string]any `yaml:",inline"`
 }
 
 // AgentModel is the model section of agent.yaml. ID is recorded for evolution
@@ -77,6 +83,11 @@ func ParseAgent(path string, data []byte) (Agent, error) {
 	for i, s := range a.Skills {
 		if strings.TrimSpace(s) == "" {
 			return Agent{}, bad("skills[%d] is empty", i)
+		}
+	}
+	for i, al := range a.Aliases {
+		if strings.TrimSpace(al) == "" {
+			return Agent{}, bad("aliases[%d] is empty", i)
 		}
 	}
 	if a.Model.MaxTokens < 0 {

@@ -11,7 +11,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/molt-dev/molt/internal/a2aclient"
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/page"
@@ -38,6 +40,11 @@ type Deps struct {
 	Clock    molt.Clock
 	IDs      molt.IDs
 	Logger   *slog.Logger
+	// A2A sends delegated messages to remote agents (nil: a default client).
+	A2A *a2aclient.Client
+	// Token reads the bearer token a remote's token_ref names (nil:
+	// delegate.EnvToken).
+	Token func(ctx context.Context, ref string) (string, error)
 }
 
 // Service is the chat runtime: sessions, posting messages (which creates turns),
@@ -53,6 +60,8 @@ type Service struct {
 	ids   molt.IDs
 	log   *slog.Logger
 	cfg   Config
+	a2a   *a2aclient.Client
+	token func(ctx context.Context, ref string) (string, error)
 
 	exec     *work.Executor[struct{}] // the turn kind's lifecycle (Handle)
 	surfaces *workspace.Surfaces
@@ -70,7 +79,11 @@ var _ queue.Handler = (*Service)(nil)
 // New returns a Service. Store, Protocol, Queue and Model are required.
 func New(d Deps, cfg Config) *Service {
 	s := &Service{store: d.Store, proto: d.Protocol, queue: d.Queue, model: d.Model, tools: d.Tools,
-		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults(), commands: map[string]Command{}}
+		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults(), commands: map[string]Command{},
+		a2a: d.A2A, token: d.Token}
+	if s.token == nil {
+		s.token = delegate.EnvToken
+	}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
 	}

@@ -58,6 +58,28 @@ type TurnData struct {
 	// Usage totals the tokens the model reported, compaction included.
 	InputTokens  int `json:"input_tokens,omitempty"`
 	OutputTokens int `json:"output_tokens,omitempty"`
+
+	// Delegation (an agent with delegation: true, root sessions): what the
+	// resolver decided on the message and why (delegate.Resolution), after
+	// the gate (a dispatch the gate refused is recorded as an abstain).
+	Decision       string `json:"decision,omitempty"`
+	Target         string `json:"target,omitempty"`
+	TargetKind     string `json:"target_kind,omitempty"`
+	Method         string `json:"method,omitempty"`
+	DecisionReason string `json:"decision_reason,omitempty"`
+	// SubSession and SubTurn: a dispatch to a workspace agent, the sub-session
+	// and its turn the final write created.
+	SubSession string `json:"sub_session,omitempty"`
+	SubTurn    string `json:"sub_turn,omitempty"`
+	// RemoteTask and RemoteURL: a dispatch to a remote, the task it created
+	// and the JSON-RPC URL it is read at (checkpointed after the send, so a
+	// later attempt reads the task instead of sending again).
+	RemoteTask string `json:"remote_task,omitempty"`
+	RemoteURL  string `json:"remote_url,omitempty"`
+	// ReportTo is set on a sub-session's delegated turn: the parent session
+	// its answer is appended to (as ReportAs answered: …) in its final write.
+	ReportTo string `json:"report_to,omitempty"`
+	ReportAs string `json:"report_as,omitempty"`
 }
 
 // ParseTurnData decodes a turn's Data; EINVALID when it is not a turn's.
@@ -110,6 +132,12 @@ type Config struct {
 	// exactly as if the worker had been killed there. It exists for fault
 	// injection in tests.
 	BeforeFinish func(ctx TurnContext) error
+	// RemotePoll is how often a dispatch to a remote reads its task (default
+	// 1 s); RemoteWait bounds one attempt's reading (default 2 minutes): past
+	// it the turn is given back and a later attempt reads on, until its
+	// attempts are spent.
+	RemotePoll time.Duration
+	RemoteWait time.Duration
 }
 
 // TurnContext is what BeforeFinish sees.
@@ -140,6 +168,8 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxTokens, 4096)
 	defDur(&c.ModelTimeout, 2*time.Minute)
 	defDur(&c.CommitMargin, 10*time.Second)
+	defDur(&c.RemotePoll, time.Second)
+	defDur(&c.RemoteWait, 2*time.Minute)
 	return c
 }
 

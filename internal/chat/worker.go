@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/molt-dev/molt/internal/delegate"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/obs"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/session"
 	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // Handle is the turn worker (queue.Handler for work.KindTurn wake-ups). A wake-up
@@ -172,6 +174,24 @@ type outcome struct {
 	steps     int
 	usage     model.Usage
 	stepLimit bool
+
+	// cross are messages the final write appends to other sessions: the
+	// delegated message to a sub-session (with the turn that answers it).
+	cross []crossMessage
+	// external marks the session external in the same write (a remote's
+	// answer came in).
+	external bool
+}
+
+// crossMessage is a message a turn's final write appends to another session
+// than its own.
+type crossMessage struct {
+	sessionID string
+	role      string
+	text      string
+	// turnID, when set, is the turn created in the same write to answer the
+	// (user) message; reportAs is who it answers as, to the turn's session.
+	turnID, reportAs string
 }
 
 // turnFailure is a failure no retry can fix: the turn fails with notice.
@@ -192,7 +212,21 @@ func (f *modelFailure) Unwrap() error { return f.err }
 // attempt answers a claimed turn and says how it ends.
 func (s *Service) attempt(ctx context.Context, a *work.Attempt, d TurnData, sess session.Session, msgs []session.Message) work.Outcome {
 	it := a.Item
-	out, err := s.answer(ctx, d, sess, msgs)
+	surface, err := s.surface(ctx, sess.Workspace)
+	if err != nil {
+		return work.GiveBack("error", false, nil).WithErr(fmt.Errorf("turn %s: %w", it.ID, err))
+	}
+	rt, err := s.route(ctx, &d, sess, msgs, surface)
+	if err != nil {
+		return work.GiveBack("error", false, nil).WithErr(fmt.Errorf("turn %s: delegation: %w", it.ID, err))
+	}
+	switch {
+	case rt != nil && rt.Target.Kind == delegate.KindAgent:
+		return s.dispatchAgent(ctx, a, d, sess, msgs, *rt)
+	case rt != nil:
+		return s.dispatchRemote(ctx, a, d, sess, msgs, *rt)
+	}
+	out, err := s.answer(ctx, d, sess, msgs, surface)
 	if err == nil {
 		if s.cfg.BeforeFinish != nil {
 			if herr := s.cfg.BeforeFinish(TurnContext{Turn: it, Claim: a.Claim, Reply: replyText(out)}); herr != nil {
@@ -236,12 +270,9 @@ func replyText(out outcome) string {
 
 // answer prepares what the turn commits: the compaction if one is due, then the
 // reply (the tool loop), or a compact-only turn's notice. It writes nothing.
-func (s *Service) answer(ctx context.Context, d TurnData, sess session.Session, msgs []session.Message) (outcome, error) {
+func (s *Service) answer(ctx context.Context, d TurnData, sess session.Session, msgs []session.Message,
+	surface []workspace.EffectiveFile) (outcome, error) {
 	var out outcome
-	surface, err := s.surface(ctx, sess.Workspace)
-	if err != nil {
-		return out, err
-	}
 	prompt, err := Assemble(PromptInput{Surface: surface, Agent: sess.Agent, Root: sess.Parent == ""})
 	if err != nil {
 		var me *molt.Error
@@ -323,8 +354,30 @@ func (s *Service) finish(ctx context.Context, it work.Item, d TurnData, sess ses
 	raced := false
 	var after func(context.Context)
 	var nd TurnData
+	// others are the other sessions the write appends to, as last read: the
+	// parent session a delegated turn reports to, the sub-session a dispatch
+	// hands the message to. One that is gone is dropped (nothing appended).
+	var others map[string]session.Session
 	build := func(ctx context.Context, failed work.Op) (work.Transition, []work.Op, error) {
-		if failed != nil {
+		if others == nil {
+			var err error
+			if others, err = s.otherSessions(ctx, d, out); err != nil {
+				return work.Transition{}, nil, err
+			}
+		}
+		if am, ok := failed.(session.AppendMessage); ok && am.Message.SessionID != sess.ID {
+			raced = true
+			id := am.Message.SessionID
+			cur, gerr := s.store.GetSession(ctx, id)
+			switch {
+			case molt.ErrorCode(gerr) == molt.ENOTFOUND:
+				delete(others, id)
+			case gerr != nil:
+				return work.Transition{}, nil, fmt.Errorf("reread session %s: %w", id, gerr)
+			default:
+				others[id] = cur
+			}
+		} else if failed != nil {
 			raced = true
 			cur, gerr := s.store.GetSession(ctx, sess.ID)
 			switch {
@@ -342,6 +395,7 @@ func (s *Service) finish(ctx context.Context, it work.Item, d TurnData, sess ses
 		}
 		var ops []work.Op
 		ops, nd = s.finalOps(it.ID, d, sess, out)
+		ops = append(ops, s.crossOps(it.ID, d, sess, out, status, others)...)
 		after = nil
 		if out.compacted && status == StatusDone {
 			ops, after = s.compactedEffect(ctx, it, sess, ops)
@@ -362,6 +416,11 @@ func (s *Service) finish(ctx context.Context, it work.Item, d TurnData, sess ses
 		}
 	})
 	o.RacedReason = ReasonTooManyRetries
+	for _, c := range out.cross {
+		if c.turnID != "" {
+			o.Wake = append(o.Wake, queue.Message{Kind: string(work.KindTurn), ID: c.turnID})
+		}
+	}
 	return o
 }
 
@@ -396,6 +455,9 @@ func (s *Service) finalOps(turnID string, d TurnData, sess session.Session, out 
 	}
 	if out.notice != "" {
 		add(session.Message{Role: session.RoleSystem, Text: storedText(out.notice)})
+	}
+	if out.external {
+		ops = append(ops, session.MarkExternal{SessionID: sess.ID})
 	}
 	return ops, nd
 }

@@ -159,10 +159,50 @@ func AgentTargets(surface []workspace.EffectiveFile) []Target {
 }
 
 func (s *Service) remotes(ctx context.Context, ws string) ([]Remote, error) {
+	return Remotes(ctx, s.Store, ws)
+}
+
+// LiveRegistry is the registry of ws read for a dispatch (the chat runtime's
+// gate input): the agents of surface (ws's effective surface, read by the
+// caller) and ws's registered remotes.
+func LiveRegistry(ctx context.Context, r work.Reader, ws string, surface []workspace.EffectiveFile) (Registry, error) {
+	reg := Registry{Targets: AgentTargets(surface)}
+	remotes, err := Remotes(ctx, r, ws)
+	if err != nil {
+		return Registry{}, err
+	}
+	for _, rm := range remotes {
+		reg.Targets = append(reg.Targets, Target{Name: rm.Name, Kind: KindRemote, Aliases: rm.Aliases, Registered: true})
+	}
+	return reg, nil
+}
+
+// LookupRemote reads remote name of ws with no access check (the gate has
+// authorised the dispatch); ENOTFOUND when it is not registered.
+func LookupRemote(ctx context.Context, r work.Reader, ws, name string) (Remote, error) {
+	if !remoteNameRe.MatchString(name) {
+		return Remote{}, notFoundRemote(name)
+	}
+	it, err := r.GetItem(ctx, KindRemoteAgent, remoteID(ws, name))
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return Remote{}, notFoundRemote(name)
+	}
+	if err != nil {
+		return Remote{}, fmt.Errorf("get remote agent %s: %w", name, err)
+	}
+	var rm Remote
+	if err := json.Unmarshal(it.Data, &rm); err != nil {
+		return Remote{}, fmt.Errorf("remote agent %s: %w", name, err)
+	}
+	return rm, nil
+}
+
+// Remotes lists the remote agents registered for ws.
+func Remotes(ctx context.Context, s work.Reader, ws string) ([]Remote, error) {
 	var out []Remote
 	q := work.ListQuery{Kind: KindRemoteAgent, Status: StatusRegistered, Oldest: true, Page: page.Query{Limit: page.MaxLimit}}
 	for {
-		pg, err := s.Store.ListItems(ctx, q)
+		pg, err := s.ListItems(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("list remote agents: %w", err)
 		}

@@ -456,6 +456,8 @@ type sessionStep struct {
 	op      int // index among Commit's ops
 	summary *session.SetSummary
 	msg     session.Message
+	// external: a MarkExternal op, no condition beyond the session's existence.
+	external bool
 }
 
 // sessionUpdate builds the META update of g: the session exists, its next_seq is
@@ -471,7 +473,12 @@ func (s *Store) sessionUpdate(g *sessionOps) (*types.Update, error) {
 	next, sum := -1, -1
 	var last *session.SetSummary
 	updated := s.now()
+	external := false
 	for _, st := range g.steps {
+		if st.external {
+			external = true
+			continue
+		}
 		if st.summary != nil {
 			if sum >= 0 && st.summary.IfSummarySeq != sum {
 				return nil, &work.ConditionFailed{Index: st.op}
@@ -496,6 +503,9 @@ func (s *Store) sessionUpdate(g *sessionOps) (*types.Update, error) {
 	if last != nil {
 		u.setStr(attrSummary, last.Summary)
 		u.setVal(attrSummarySeq, num(int64(last.UpToSeq)))
+	}
+	if external {
+		u.setVal(attrExternal, boolean(true))
 	}
 	u.setVal(attrUpdatedAt, tnum(updated))
 	return &types.Update{TableName: aws.String(s.table), Key: sessionKey(g.id),
@@ -524,6 +534,9 @@ func (s *Store) sessionFailed(ctx context.Context, g *sessionOps) int {
 	}
 	next, sum := int(getN(m, attrNextSeq)), int(getN(m, attrSummarySeq))
 	for _, st := range g.steps {
+		if st.external {
+			continue
+		}
 		if st.summary != nil {
 			if st.summary.IfSummarySeq != sum {
 				return st.op

@@ -238,6 +238,9 @@ func (s *Store) transaction(ops []work.Op) (txn, error) {
 		case session.SetSummary:
 			g := group(i, op.SessionID)
 			g.steps = append(g.steps, sessionStep{op: i, summary: &op})
+		case session.MarkExternal:
+			g := group(i, op.SessionID)
+			g.steps = append(g.steps, sessionStep{op: i, external: true})
 		case session.RequestNaming, session.SaveTitle:
 			ti, err := s.namingUpdate(op)
 			if err != nil {

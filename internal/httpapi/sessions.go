@@ -83,16 +83,31 @@ type messagesResponse struct {
 
 // turnJSON is a turn's status.
 type turnJSON struct {
-	ID        string    `json:"id"`
-	Status    string    `json:"status"`
-	SessionID string    `json:"session_id,omitempty"`
-	UserSeq   int       `json:"user_seq,omitempty"`
-	ReplySeq  int       `json:"reply_seq,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	Attempts  int       `json:"attempts"`
-	Compacted bool      `json:"compacted"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	SessionID string `json:"session_id,omitempty"`
+	UserSeq   int    `json:"user_seq,omitempty"`
+	ReplySeq  int    `json:"reply_seq,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Attempts  int    `json:"attempts"`
+	Compacted bool   `json:"compacted"`
+	// Delegation: what the resolver decided on the message (agents with
+	// delegation: true), and where it went.
+	Delegation *delegationJSON `json:"delegation,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+type delegationJSON struct {
+	Decision   string `json:"decision"`
+	Target     string `json:"target,omitempty"`
+	Kind       string `json:"target_kind,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Reason     string `json:"decision_reason,omitempty"`
+	SubSession string `json:"sub_session,omitempty"`
+	SubTurn    string `json:"sub_turn,omitempty"`
+	RemoteTask string `json:"remote_task,omitempty"`
+	ReportTo   string `json:"report_to,omitempty"`
 }
 
 // decodeBody strictly decodes an optional JSON body into v (an empty body leaves
@@ -293,8 +308,13 @@ func (s *server) getTurn(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, turnJSON{ID: it.ID, Status: string(it.Status), SessionID: d.SessionID, UserSeq: d.UserSeq,
+	out := turnJSON{ID: it.ID, Status: string(it.Status), SessionID: d.SessionID, UserSeq: d.UserSeq,
 		ReplySeq: d.ReplySeq, Reason: it.Reason, Attempts: it.Attempts, Compacted: d.Compacted,
-		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt})
+		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+	if d.Decision != "" || d.ReportTo != "" {
+		out.Delegation = &delegationJSON{Decision: d.Decision, Target: d.Target, Kind: d.TargetKind, Method: d.Method,
+			Reason: d.DecisionReason, SubSession: d.SubSession, SubTurn: d.SubTurn, RemoteTask: d.RemoteTask, ReportTo: d.ReportTo}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -131,6 +131,22 @@ type SetSummary struct {
 	IfSummarySeq int
 }
 
+// MarkExternal marks a session external (Session.External): input from
+// outside molt reached it, e.g. a delegated message's answer from a remote
+// agent. Its condition is that the session exists; marking a session that is
+// external already changes nothing else.
+type MarkExternal struct{ SessionID string }
+
+// WorkOp marks MarkExternal as an op of work.Backend.Commit.
+func (MarkExternal) WorkOp() {}
+
+// Validate checks the op's session id.
+func (op MarkExternal) Validate() error { return ValidateID("session_id", op.SessionID) }
+
+// Writes names the session, which every op of the commit on it advances
+// together.
+func (op MarkExternal) Writes() []work.Record { return []work.Record{sessionRecord(op.SessionID)} }
+
 // WorkOp marks AppendMessage as an op of work.Backend.Commit.
 func (AppendMessage) WorkOp() {}
 
@@ -141,6 +157,7 @@ func (SetSummary) WorkOp() {}
 var (
 	_ work.CheckedOp = AppendMessage{}
 	_ work.CheckedOp = SetSummary{}
+	_ work.CheckedOp = MarkExternal{}
 )
 
 // Validate checks the message to append (see Message.ValidateStored).

@@ -87,6 +87,8 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 		return s.applyAppend(ctx, q, op)
 	case session.SetSummary:
 		return s.applySummary(ctx, q, op)
+	case session.MarkExternal:
+		res, err = q.ExecContext(ctx, `UPDATE sessions SET external = 1 WHERE id = ?`, op.SessionID)
 	case session.RequestNaming:
 		return s.applyRequestNaming(ctx, q, op)
 	case session.SaveTitle:

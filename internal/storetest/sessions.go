@@ -652,3 +652,35 @@ func testDeleteSession(t *testing.T, open Opener) {
 		t.Fatalf("other workspace's session: %+v", got)
 	}
 }
+
+// testMarkExternal: MarkExternal sets a session's External flag, alone or
+// with an append of the same session (both, or neither); a missing session
+// fails its condition.
+func testMarkExternal(t *testing.T, open Opener) {
+	e := setup(t, open)
+	e.putWorkspace("acme")
+	s := e.newSession("acme")
+	if e.session(s.ID).External {
+		t.Fatal("a new session is external")
+	}
+	// With an append whose seq is stale: neither is written.
+	err := e.s.Commit(e.ctx, msg(s.ID, 2, session.RoleSystem, "late"), session.MarkExternal{SessionID: s.ID})
+	wantCondFailed(t, err, 0)
+	if got := e.session(s.ID); got.External || got.NextSeq != 1 {
+		t.Fatalf("half of a failed commit was written: %+v", got)
+	}
+	if err := e.s.Commit(e.ctx, msg(s.ID, 1, session.RoleSystem, "answer"), session.MarkExternal{SessionID: s.ID}); err != nil {
+		t.Fatalf("append + mark external: %v", err)
+	}
+	if got := e.session(s.ID); !got.External || got.NextSeq != 2 {
+		t.Fatalf("after append + mark external: %+v", got)
+	}
+	// Again, alone: still external, nothing else moves.
+	if err := e.s.Commit(e.ctx, session.MarkExternal{SessionID: s.ID}); err != nil {
+		t.Fatalf("mark external again: %v", err)
+	}
+	if got := e.session(s.ID); !got.External || got.NextSeq != 2 {
+		t.Fatalf("after marking again: %+v", got)
+	}
+	wantCondFailed(t, e.s.Commit(e.ctx, session.MarkExternal{SessionID: "ghost"}), 0)
+}

@@ -91,6 +91,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Turns", func(t *testing.T) { t.Parallel(); testTurns(t, open) })
 	t.Run("SessionFaults", func(t *testing.T) { t.Parallel(); testSessionFaults(t, open) })
 	t.Run("Summary", func(t *testing.T) { t.Parallel(); testSummary(t, open) })
+	t.Run("MarkExternal", func(t *testing.T) { t.Parallel(); testMarkExternal(t, open) })
 	t.Run("Titles", func(t *testing.T) { t.Parallel(); testTitles(t, open) })
 	t.Run("DeleteSession", func(t *testing.T) { t.Parallel(); testDeleteSession(t, open) })
 	t.Run("NamingOps", func(t *testing.T) { t.Parallel(); testNamingOps(t, open) })

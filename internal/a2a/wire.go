@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"github.com/molt-dev/molt/internal/a2astate"
 	"strings"
 	"time"
 )
@@ -11,23 +12,17 @@ const (
 	V10 = "1.0"
 )
 
-// Task states (v1.0 ProtoJSON names; v0.3 spells them lowercase with dashes).
+// Task states (v1.0 ProtoJSON names; v0.3 spells them lowercase with dashes): a2astate's.
 const (
-	StateSubmitted = "TASK_STATE_SUBMITTED"
-	StateWorking   = "TASK_STATE_WORKING"
-	StateCompleted = "TASK_STATE_COMPLETED"
-	StateFailed    = "TASK_STATE_FAILED"
-	StateCanceled  = "TASK_STATE_CANCELED"
-	StateRejected  = "TASK_STATE_REJECTED"
+	StateSubmitted = a2astate.Submitted
+	StateWorking   = a2astate.Working
+	StateCompleted = a2astate.Completed
+	StateFailed    = a2astate.Failed
+	StateCanceled  = a2astate.Canceled
+	StateRejected  = a2astate.Rejected
 )
 
-func terminal(state string) bool {
-	switch state {
-	case StateCompleted, StateFailed, StateCanceled, StateRejected:
-		return true
-	}
-	return false
-}
+func terminal(state string) bool { return a2astate.Terminal(state) }
 
 // v03State is a state's v0.3 spelling: TASK_STATE_INPUT_REQUIRED → input-required.
 func v03State(s string) string {

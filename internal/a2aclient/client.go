@@ -11,30 +11,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/molt-dev/molt/internal/a2astate"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 )
 
-// Task states, v1.0 spelling (v0.3 answers are read into these).
+// Task states, v1.0 spelling (v0.3 answers are read into these): a2astate's.
 const (
-	StateSubmitted = "TASK_STATE_SUBMITTED"
-	StateWorking   = "TASK_STATE_WORKING"
-	StateCompleted = "TASK_STATE_COMPLETED"
-	StateFailed    = "TASK_STATE_FAILED"
-	StateCanceled  = "TASK_STATE_CANCELED"
-	StateRejected  = "TASK_STATE_REJECTED"
+	StateSubmitted = a2astate.Submitted
+	StateWorking   = a2astate.Working
+	StateCompleted = a2astate.Completed
+	StateFailed    = a2astate.Failed
+	StateCanceled  = a2astate.Canceled
+	StateRejected  = a2astate.Rejected
 )
 
 // Terminal reports whether a task in state has ended.
-func Terminal(state string) bool {
-	switch state {
-	case StateCompleted, StateFailed, StateCanceled, StateRejected:
-		return true
-	}
-	return false
-}
+func Terminal(state string) bool { return a2astate.Terminal(state) }
 
 // MaxBody bounds a response body read from a remote.
 const MaxBody = 1 << 20

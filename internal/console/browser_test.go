@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/localbackend"
@@ -129,13 +130,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	// L1: a run waits for a reviewer instead of applying itself.
 	apiCall(t, base, token, "PUT", "/api/settings", `{"evolution":{"level":"L1"}}`)
 
+	t.Logf("screenshots in %s", shots)
+
+	// shot writes the page as it is at 1280×800 and on a 390×844 phone
+	// (name-1280x800.png, name-390x844.png), and leaves the viewport at 1280×800.
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return chromedp.Void{}, err
+			for _, size := range []struct {
+				w, h int64
+				opts []chromedp.EmulateViewportOption
+			}{{1280, 800, nil}, {390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile}}} {
+				if _, err := chromedp.EmulateViewport(size.w, size.h, size.opts...)(ctx, tg); err != nil {
+					return chromedp.Void{}, err
+				}
+				// Two frames, so the layout of the new width is painted.
+				if _, err := chromedp.Evaluate[bool](`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`,
+					chromedp.EvalAwaitPromise)(ctx, tg); err != nil {
+					return chromedp.Void{}, err
+				}
+				png, err := chromedp.FullScreenshot(100)(ctx, tg)
+				if err != nil {
+					return chromedp.Void{}, err
+				}
+				if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("%s-%dx%d.png", name, size.w, size.h)), png, 0o644); err != nil {
+					return chromedp.Void{}, err
+				}
 			}
-			return chromedp.Void{}, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+			return chromedp.EmulateViewport(1280, 800)(ctx, tg)
 		}
 	}
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -255,6 +276,85 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot("settings-error"),
 	)
 
+	// Keyboard only: from the top of the page, Tab to the Tokens tab and open it
+	// with Enter.
+	step("keyboard: Tab to the Tokens tab, Enter opens it",
+		chromedp.Evaluate[chromedp.Void](`document.activeElement && document.activeElement.blur()`),
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			for range 12 {
+				if _, err := chromedp.KeyEvent(kb.Tab)(ctx, tg); err != nil {
+					return chromedp.Void{}, err
+				}
+				on, err := chromedp.Evaluate[bool](`document.activeElement.matches('a[data-tab="tokens"]')`)(ctx, tg)
+				if err != nil || on {
+					return chromedp.Void{}, err
+				}
+			}
+			return chromedp.Void{}, fmt.Errorf("12 Tabs did not reach the Tokens tab")
+		},
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.ID("tokens-table")),
+		chromedp.WaitVisible(chromedp.Search(`//a[@data-tab="tokens"][@aria-current="page"]`)),
+	)
+
+	// A token created in the console: its secret is shown once, works, and is
+	// refused once the token is revoked.
+	step("create a token; its secret is shown once",
+		chromedp.SetValue(chromedp.ID("tok-level"), "workspace"),
+		chromedp.SendKeys(chromedp.ID("tok-ws"), "acme"),
+		chromedp.SendKeys(chromedp.ID("tok-name"), "ci bot"),
+		chromedp.SendKeys(chromedp.ID("tok-name"), kb.Enter), // Enter submits the form
+		chromedp.WaitVisible(chromedp.ID("new-token-secret")),
+		shot("tokens-created"),
+	)
+	created := eval(`({secret: document.getElementById("new-token-secret").value, id: document.getElementById("new-token-secret").dataset.token})`)
+	secret, tokID := fmt.Sprint(created["secret"]), fmt.Sprint(created["id"])
+	if !strings.HasPrefix(secret, "molt_") || tokID == "" {
+		t.Fatalf("created token shown as %v, want its id and a molt_ secret", created)
+	}
+	bearer := func(tok string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/api/me", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := bearer(secret); got != http.StatusOK {
+		t.Fatalf("GET /api/me with the new token: %d, want 200", got)
+	}
+	row := fmt.Sprintf(`//tr[@data-token=%q]`, tokID)
+	step("the token is listed, its secret no longer shown",
+		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".ws-link")),
+		chromedp.Click(chromedp.CSS(`a[data-tab="tokens"]`)),
+		chromedp.WaitVisible(chromedp.Search(row+`[td[2]="workspace"][td[3]="acme"][td[4]="ci bot"][td[6]!="never"]`)),
+		shot("tokens"),
+	)
+	page := eval(`({text: document.body.innerText, html: document.documentElement.outerHTML,
+		values: [...document.querySelectorAll("input, textarea")].map((e) => e.value).join(" "), secretBox: !!document.getElementById("new-token-secret")})`)
+	for _, k := range []string{"text", "html", "values"} {
+		if strings.Contains(fmt.Sprint(page[k]), secret) {
+			t.Errorf("the tokens view shows the secret again (in its %s)", k)
+		}
+	}
+	if page["secretBox"] != false {
+		t.Errorf("the one-time secret display is still there after leaving the view")
+	}
+	step("revoke the token, after a confirmation",
+		chromedp.Click(chromedp.Search(row+`//button[contains(@class,"revoke")]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm-revoke")),
+		chromedp.Click(chromedp.ID("confirm-revoke")),
+		chromedp.WaitVisible(chromedp.Search(row+`//span[contains(@class,"badge")][contains(., "revoked")]`)),
+		chromedp.WaitNotPresent(chromedp.Search(row+`//button`)),
+	)
+	if got := bearer(secret); got != http.StatusUnauthorized {
+		t.Fatalf("GET /api/me with the revoked token: %d, want 401", got)
+	}
+
 	step("a phone-sized screen",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
@@ -271,7 +371,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// A readonly token of acme reads the chat and the files but is offered no
-	// write: no composer, no new session, no save, no Evolution or Settings tab.
+	// write: no composer, no new session, no save, no Evolution, Settings or Tokens tab.
 	ro, _, err := a.CreateToken(context.Background(), auth.Readonly, "acme", "reader")
 	if err != nil {
 		t.Fatal(err)
@@ -287,11 +387,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	got := eval(`({composer: !!document.getElementById("chat-input"), newSession: !!document.getElementById("new-session"),
 		newWS: !!document.getElementById("new-ws"),
-		evoTab: !document.querySelector('a[data-tab="evolution"]').hidden, settingsTab: !document.querySelector('a[data-tab="settings"]').hidden})`)
+		evoTab: !document.querySelector('a[data-tab="evolution"]').hidden, settingsTab: !document.querySelector('a[data-tab="settings"]').hidden,
+		tokensTab: !document.querySelector('a[data-tab="tokens"]').hidden})`)
 	for k, v := range got {
 		if v != false {
 			t.Errorf("readonly token: %s offered (%v)", k, v)
 		}
+	}
+	step("readonly: no tokens view",
+		chromedp.Navigate(base+"/#/tokens"),
+		chromedp.WaitVisible(chromedp.Search(`//main//p[contains(., "full token")]`)),
+	)
+	if got := eval(`({table: !!document.getElementById("tokens-table"), create: !!document.getElementById("create-token")})`); got["table"] != false || got["create"] != false {
+		t.Errorf("readonly token on #/tokens: %v, want no list and no create form", got)
 	}
 	step("readonly: a file without a save button",
 		chromedp.Navigate(base+"/#/files/acme/USER.md"),

@@ -70,3 +70,17 @@ export function problemBox(err) {
     h("strong", {}, `${p.status || err.status || ""} ${p.code || "error"}`), " ",
     h("span", { class: "detail" }, p.detail || err.message || String(err)));
 }
+
+// paged renders items into el a page at a time: the first size, then a button in
+// foot that shows the next page (for lists the API returns whole).
+export function paged(el, items, render, size, foot, noun) {
+  let shown = 0;
+  const next = () => {
+    for (const it of items.slice(shown, shown + size)) el.append(render(it));
+    shown = Math.min(items.length, shown + size);
+    const rest = items.length - shown;
+    clear(foot, rest > 0 && h("button", { type: "button", class: "more", onclick: () => { next(); } },
+      `Show ${Math.min(rest, size)} more ${noun} (${rest} left)`));
+  };
+  next();
+}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -355,6 +356,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("GET /api/me with the revoked token: %d, want 401", got)
 	}
 
+	// Long lists are paged: 31 workspaces show 30, then a button for the rest.
+	for i := range 30 {
+		apiCall(t, base, token, "PUT", fmt.Sprintf("/api/workspaces/ws-%02d", i), "")
+	}
+	step("a long list is paged",
+		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[contains(@class,"more")][contains(., "more workspaces")]`)),
+	)
+	if n := eval(`({n: document.querySelectorAll(".ws-link").length})`)["n"]; n != float64(30) {
+		t.Errorf("31 workspaces: %v listed, want the first page of 30", n)
+	}
+	step("the next page of the list",
+		chromedp.Click(chromedp.Search(`//button[contains(@class,"more")][contains(., "more workspaces")]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`button.more`)),
+	)
+	if n := eval(`({n: document.querySelectorAll(".ws-link").length})`)["n"]; n != float64(31) {
+		t.Errorf("31 workspaces: %v listed after the next page, want 31", n)
+	}
+
 	step("a phone-sized screen",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
@@ -362,6 +382,36 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot("phone-chat"),
 		chromedp.EmulateViewport(1280, 800),
 	)
+	// A long message is folded: its first lines, the rest behind a disclosure.
+	var sessions struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(apiCall(t, base, token, "GET", "/api/workspaces/acme/sessions", "").Body).Decode(&sessions); err != nil || len(sessions.Items) == 0 {
+		t.Fatalf("sessions of acme: %v %v", sessions, err)
+	}
+	var long strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&long, "line %d of a long message\n", i+1)
+	}
+	body, _ := json.Marshal(map[string]string{"text": long.String()})
+	apiCall(t, base, token, "POST", "/api/sessions/"+sessions.Items[0].ID+"/messages", string(body))
+	step("a long text is folded",
+		chromedp.Navigate(base+"/#/chat/acme/"+sessions.Items[0].ID),
+		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-user")][contains(., "line 20 of")]//summary[contains(., "more lines")]`)),
+	)
+	folded := eval(`(() => { const li = [...document.querySelectorAll("li.role-user")].at(-1);
+		return {shown: li.innerText.includes("line 20 of"), hidden: !li.innerText.includes("line 40 of")}; })()`)
+	if folded["shown"] != true || folded["hidden"] != true {
+		t.Errorf("a 40-line message: %v, want its first lines shown and the rest folded", folded)
+	}
+	step("unfold the long text",
+		chromedp.Click(chromedp.Search(`//li[contains(@class,"role-user")]//summary[contains(., "more lines")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-user")]//pre[contains(., "line 40 of")]`)),
+		shot("chat-long"),
+	)
+
 	step("sign out forgets the token",
 		chromedp.Click(chromedp.ID("signout")),
 		chromedp.WaitVisible(chromedp.ID("token")),

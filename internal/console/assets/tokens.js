@@ -2,7 +2,7 @@
 // created, last used, revoked), created and revoked. A secret is shown once, right
 // after its token is created (the API never returns it again); revoking asks for a
 // confirmation in the page first.
-import { h, clear, when, problemBox, toast, paged } from "./dom.js";
+import { h, clear, when, problemBox, toast, paged, td } from "./dom.js";
 import { get, post, call, enc } from "./api.js";
 
 export function tokensView(root, me) {
@@ -23,10 +23,13 @@ export function tokensView(root, me) {
       const t = await post("api/tokens", { level: level.value, workspace: ws.disabled ? "" : ws.value, name: name.value });
       // The one display of the secret; it is not kept anywhere but this element,
       // which the next action (or leaving the view) clears.
-      const shown = h("input", { id: "new-token-secret", readOnly: true, value: t.secret, "data-token": t.id, spellcheck: false, "aria-label": "Secret of token " + t.id });
+      const shown = h("input", { id: "new-token-secret", class: "secret", readOnly: true, value: t.secret, "data-token": t.id, spellcheck: false, "aria-label": "Secret of token " + t.id });
       clear(secret, h("div", { class: "banner", role: "status" },
         h("p", {}, h("strong", {}, `Token ${t.id} created. `), "Copy its secret now: it is shown only this once."),
         h("div", { class: "row" }, h("label", { for: "new-token-secret", class: "sr" }, "Secret"), shown,
+          h("button", { type: "button", id: "copy-secret", onclick: async () => {
+            try { await navigator.clipboard.writeText(shown.value); toast("secret copied"); } catch { shown.select(); toast("press Ctrl+C to copy"); }
+          } }, "Copy"),
           h("button", { type: "button", id: "hide-secret", onclick: () => clear(secret) }, "Done"))));
       shown.focus(); shown.select();
       name.value = "";
@@ -47,14 +50,14 @@ export function tokensView(root, me) {
     cell.querySelector("#cancel-revoke").focus();
   };
   const row = (t) => {
-    const cell = h("td");
+    const cell = td("");
     const self = t.id === me.id;
     if (t.revoked_at) clear(cell, h("span", { class: "badge s-rolled_back" }, "revoked " + when(t.revoked_at)));
     else if (self) clear(cell, h("span", { class: "muted" }, "this session's token"));
     else clear(cell, h("button", { type: "button", class: "danger revoke", "aria-label": "Revoke token " + t.id, onclick: () => revoke(t, cell) }, "Revoke"));
     return h("tr", { "data-token": t.id, class: t.revoked_at ? "revoked" : null },
-      h("td", {}, h("code", {}, t.id)), h("td", {}, t.level), h("td", {}, t.workspace || "—"), h("td", {}, t.name || ""),
-      h("td", {}, when(t.created_at)), h("td", {}, t.last_used_at ? when(t.last_used_at) : "never"), cell);
+      td("Id", h("code", {}, t.id)), td("Level", t.level), td("Workspace", t.workspace || "—"), td("Name", t.name || ""),
+      td("Created", when(t.created_at)), td("Last used", t.last_used_at ? when(t.last_used_at) : "never"), cell);
   };
   const load = async () => {
     let ts;
@@ -63,7 +66,7 @@ export function tokensView(root, me) {
     ts.sort((a, b) => (!!a.revoked_at - !!b.revoked_at) || String(b.created_at).localeCompare(String(a.created_at)));
     const tbody = h("tbody");
     const foot = h("div", { class: "row" });
-    clear(listBox, h("div", { class: "table-scroll" }, h("table", { class: "runs", id: "tokens-table" },
+    clear(listBox, h("div", { class: "table-scroll" }, h("table", { class: "runs stack", id: "tokens-table" },
       h("caption", { class: "sr" }, "Tokens"),
       h("thead", {}, h("tr", {}, ["Id", "Level", "Workspace", "Name", "Created", "Last used", ""].map((c) => h("th", { scope: "col" }, c)))), tbody)), foot);
     paged(tbody, ts, row, 25, foot, "tokens");

@@ -180,6 +180,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		return v
 	}
+	// labelled checks that every control of the view has a name a screen reader
+	// reads: a <label for>, aria-label or, for a button, its text.
+	labelled := func(view string) {
+		t.Helper()
+		got := eval(`({bare: [...document.querySelectorAll("main input, main select, main textarea, main button")]
+			.filter((e) => !(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim())
+			.map((e) => e.outerHTML.slice(0, 120))})`)
+		if bare, _ := got["bare"].([]any); len(bare) > 0 {
+			t.Errorf("%s: controls without a label: %v", view, bare)
+		}
+	}
 
 	step("sign in",
 		chromedp.Navigate(base+"/"),
@@ -207,6 +218,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//li[contains(@class,"role-assistant")][contains(., "[offline model]")]`)),
 		shot("chat"),
 	)
+	labelled("chat")
 
 	step("/evo queues a run",
 		chromedp.SendKeys(chromedp.ID("chat-input"), "/evo always answer in French"),
@@ -217,6 +229,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a[data-tab="evolution"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//tr[@data-run]//span[contains(@class,"badge")][.="awaiting_review"]`)),
 		shot("evolution-runs"),
+	)
+	labelled("evolution runs")
+	step("the run's review",
 		chromedp.Click(chromedp.CSS(`tr[data-run] a`)),
 		chromedp.WaitVisible(chromedp.Search(`//h2//span[contains(@class,"badge")][.="awaiting_review"]`)),
 		chromedp.WaitVisible(chromedp.ID("approve")),
@@ -224,6 +239,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("verdict")),
 		shot("evolution-run"),
 	)
+	labelled("evolution run")
 	step("approve; the apply lands",
 		chromedp.SendKeys(chromedp.ID("review-hint"), "looks right"),
 		chromedp.Click(chromedp.ID("approve")),
@@ -263,6 +279,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//div[@id="file-error"]//div[contains(@class,"problem")][contains(., "412")][contains(., "precondition_failed")]`)),
 		shot("file-conflict"),
 	)
+	labelled("file")
 	resp := apiCall(t, base, token, "GET", "/api/workspaces/acme/files/USER.md", "")
 	if b, _ := io.ReadAll(resp.Body); string(b) != "someone else's version\n" {
 		t.Fatalf("USER.md after the refused save = %q, want the other editor's version", b)
@@ -276,6 +293,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//span[@id="set-evolution-max_attempts-error"][string-length(.) > 0]`)),
 		shot("settings-error"),
 	)
+	labelled("settings")
 
 	// Keyboard only: from the top of the page, Tab to the Tokens tab and open it
 	// with Enter.
@@ -308,6 +326,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("new-token-secret")),
 		shot("tokens-created"),
 	)
+	labelled("tokens")
 	created := eval(`({secret: document.getElementById("new-token-secret").value, id: document.getElementById("new-token-secret").dataset.token})`)
 	secret, tokID := fmt.Sprint(created["secret"]), fmt.Sprint(created["id"])
 	if !strings.HasPrefix(secret, "molt_") || tokID == "" {
@@ -356,7 +375,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("GET /api/me with the revoked token: %d, want 401", got)
 	}
 
-	// Long lists are paged: 31 workspaces show 30, then a button for the rest.
+	// Long lists are paged: 31 workspaces show 20, then a button for the next page.
 	for i := range 30 {
 		apiCall(t, base, token, "PUT", fmt.Sprintf("/api/workspaces/ws-%02d", i), "")
 	}
@@ -364,10 +383,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a[data-tab="chat"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//button[contains(@class,"more")][contains(., "more workspaces")]`)),
 	)
-	if n := eval(`({n: document.querySelectorAll(".ws-link").length})`)["n"]; n != float64(30) {
-		t.Errorf("31 workspaces: %v listed, want the first page of 30", n)
+	if n := eval(`({n: document.querySelectorAll(".ws-link").length})`)["n"]; n != float64(20) {
+		t.Errorf("31 workspaces: %v listed, want the first page of 20", n)
 	}
 	step("the next page of the list",
+		chromedp.WaitVisible(chromedp.Search(`//button[contains(@class,"more")][contains(., "(11 left)")]`)),
 		chromedp.Click(chromedp.Search(`//button[contains(@class,"more")][contains(., "more workspaces")]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`button.more`)),
 	)

@@ -25,7 +25,9 @@ export function chatView(root, me, ws, sid) {
     }
     const wsList = h("ul", { class: "list", "aria-label": "Workspaces" });
     const wsMore = h("div");
-    paged(wsList, wss, (w) => h("li", {}, h("a", { href: "#/chat/" + enc(w.name), "aria-current": w.name === ws ? "page" : null, class: "ws-link" }, w.name)), 30, wsMore, "workspaces");
+    // By name, so a reader finds one; the open workspace always on the first page.
+    wss.sort((a, b) => (b.name === ws) - (a.name === ws) || a.name.localeCompare(b.name));
+    paged(wsList, wss, (w) => h("li", {}, h("a", { href: "#/chat/" + enc(w.name), "aria-current": w.name === ws ? "page" : null, class: "ws-link" }, w.name)), 20, wsMore, "workspaces");
     items.push(wsList, wsMore);
     if (!wss.length) items.push(h("p", { class: "muted" }, "No workspace yet."));
     if (ws) items.push(await sessionsBlock());

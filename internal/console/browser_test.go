@@ -122,8 +122,11 @@ func apiCall(t *testing.T, base, token, method, path, body string, headers ...st
 // serve: sign in, create a workspace, chat and see the offline reply arrive live,
 // /evo, see the run appear in the Evolution tab and approve it, see the apply
 // land, roll it back through a conflict by forcing it, edit a file while someone
-// else changed it and see the 412, and see a settings error beside its field.
-// Screenshots of each view go to the test's artifact directory.
+// else changed it and see the 412, see a settings error beside its field, reach
+// the Tokens tab by keyboard, create a token (its secret shown once), revoke it
+// and see it refused, page a long list and unfold a long text; a readonly token
+// sees no write buttons. Screenshots of each view, at 1280×800 and 390×844, go
+// to the test's artifact directory.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := browser(t)
 	base, token, a := serve(t)

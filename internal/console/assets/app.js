@@ -3,7 +3,7 @@
 // Routes (location.hash; the token is never part of it):
 //   #/chat[/<ws>[/<session>]]   #/evolution[?filters]  #/evolution/<run>
 //   #/evolution/apply/<apply>   #/files[/<ws>[/<path…>]]   #/settings   #/tokens
-import { h, clear, problemBox } from "./dom.js";
+import { h, clear, problemBox, untoast } from "./dom.js";
 import { get, token, setToken, forget } from "./api.js";
 import * as feed from "./feed.js";
 import { chatView } from "./chat.js";
@@ -50,6 +50,7 @@ async function boot() {
 function route() {
   if (!me) return;
   teardown();
+  untoast();
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const tab = parts[0] || "chat";

@@ -74,6 +74,12 @@ export function toast(msg) {
   toast.timer = setTimeout(() => t.classList.remove("on"), 4000);
 }
 
+// untoast hides the toast now (a new view is not about the last one's action).
+export function untoast() {
+  clearTimeout(toast.timer);
+  document.getElementById("toast").classList.remove("on");
+}
+
 // problemBox renders an API error: its status, code and detail.
 export function problemBox(err) {
   if (!err) return null;

@@ -63,7 +63,7 @@ func TestLoadRefusesBrokenReferences(t *testing.T) {
 func TestDefaultLoads(t *testing.T) {
 	t.Parallel()
 	c := console.Default()
-	for _, n := range []string{"app.js", "api.js", "chat.js", "evo.js", "files.js", "settings.js", "feed.js", "diff.js", "dom.js", "style.css"} {
+	for _, n := range []string{"app.js", "api.js", "chat.js", "evo.js", "files.js", "settings.js", "feed.js", "diff.js", "dom.js", "tokens.js", "style.css"} {
 		if _, ok := c.Hashed(n); !ok {
 			t.Errorf("no asset %s", n)
 		}

@@ -1,6 +1,6 @@
 // Package console is molt's web console: a page of plain ES modules, embedded in
 // the binary, that drives the UI API from a browser (chat, the evolution review,
-// files and settings). internal/httpapi serves it at GET / and /assets/…, so
+// files, settings and tokens). internal/httpapi serves it at GET / and /assets/…, so
 // `molt serve` and the api Lambda serve the same bytes.
 //
 // The assets are written by hand and committed: there is no build step, no npm and

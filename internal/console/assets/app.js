@@ -2,14 +2,18 @@
 //
 // Routes (location.hash; the token is never part of it):
 //   #/chat[/<ws>[/<session>]]   #/evolution[?filters]  #/evolution/<run>
-//   #/evolution/apply/<apply>   #/files[/<ws>[/<path…>]]   #/settings
-import { h, clear, problemBox } from "./dom.js";
+//   #/evolution/apply/<apply>   #/files[/<ws>[/<path…>]]   #/settings   #/tokens
+import { h, clear, problemBox, untoast } from "./dom.js";
 import { get, token, setToken, forget } from "./api.js";
 import * as feed from "./feed.js";
 import { chatView } from "./chat.js";
 import { evolutionView } from "./evo.js";
 import { filesView } from "./files.js";
 import { settingsView } from "./settings.js";
+import { tokensView } from "./tokens.js";
+
+// FULL_ONLY are the tabs a workspace or readonly token is not shown.
+const FULL_ONLY = ["evolution", "settings", "tokens"];
 
 const main = document.getElementById("main");
 let me = null;
@@ -38,7 +42,7 @@ async function boot() {
   document.getElementById("whoami").textContent = me.level + (me.workspace ? " · " + me.workspace : "") + (me.name ? " · " + me.name : "");
   document.getElementById("tabs").hidden = false;
   document.getElementById("who").hidden = false;
-  for (const a of document.querySelectorAll("#tabs a")) a.hidden = (a.dataset.tab === "evolution" || a.dataset.tab === "settings") && me.level !== "full";
+  for (const a of document.querySelectorAll("#tabs a")) a.hidden = FULL_ONLY.includes(a.dataset.tab) && me.level !== "full";
   feed.start();
   route();
 }
@@ -46,6 +50,7 @@ async function boot() {
 function route() {
   if (!me) return;
   teardown();
+  untoast();
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const tab = parts[0] || "chat";
@@ -56,6 +61,7 @@ function route() {
     case "evolution": teardown = parts[1] === "apply" ? evolutionView(main, me, null, parts[2]) : evolutionView(main, me, parts[1]); break;
     case "files": teardown = filesView(main, me, ws, parts.slice(2).join("/")); break;
     case "settings": teardown = settingsView(main, me); break;
+    case "tokens": teardown = tokensView(main, me); break;
     default: teardown = chatView(main, me, ws, parts[2]);
   }
   teardown = teardown || (() => {});

@@ -1,5 +1,5 @@
 // chat.js: workspaces, their sessions and a session's messages.
-import { h, clear, when, problemBox, fold, badge } from "./dom.js";
+import { h, clear, when, problemBox, fold, badge, paged } from "./dom.js";
 import { get, post, call, enc } from "./api.js";
 import { onChange } from "./feed.js";
 
@@ -23,8 +23,12 @@ export function chatView(root, me, ws, sid) {
         catch (e) { clear(err, problemBox(e)); }
       } }, h("label", { for: "new-ws", class: "sr" }, "New workspace name"), name, h("button", { type: "submit", id: "create-ws" }, "Create"), err));
     }
-    items.push(h("ul", { class: "list", "aria-label": "Workspaces" }, wss.map((w) =>
-      h("li", {}, h("a", { href: "#/chat/" + enc(w.name), "aria-current": w.name === ws ? "page" : null, class: "ws-link" }, w.name)))));
+    const wsList = h("ul", { class: "list", "aria-label": "Workspaces" });
+    const wsMore = h("div");
+    // By name, so a reader finds one; the open workspace always on the first page.
+    wss.sort((a, b) => (b.name === ws) - (a.name === ws) || a.name.localeCompare(b.name));
+    paged(wsList, wss, (w) => h("li", {}, h("a", { href: "#/chat/" + enc(w.name), "aria-current": w.name === ws ? "page" : null, class: "ws-link" }, w.name)), 20, wsMore, "workspaces");
+    items.push(wsList, wsMore);
     if (!wss.length) items.push(h("p", { class: "muted" }, "No workspace yet."));
     if (ws) items.push(await sessionsBlock());
     clear(side, items);
@@ -64,7 +68,7 @@ export function chatView(root, me, ws, sid) {
     const err = h("div", { id: "chat-error" });
     let after = 0;
     let pending = null; // {kind, id}
-    const title = h("input", { id: "session-title", value: sess.title || "", "aria-label": "Session title", readOnly: me.level === "readonly" });
+    const title = h("input", { id: "session-title", value: sess.title || "", "aria-label": "Session title", placeholder: "untitled session", readOnly: me.level === "readonly" });
     const head = h("div", { class: "row" }, title,
       me.level !== "readonly" && h("button", { type: "button", onclick: async () => {
         try { await call("api/sessions/" + enc(sid), { method: "PATCH", json: { title: title.value } }); loadSide(); }
@@ -72,17 +76,30 @@ export function chatView(root, me, ws, sid) {
       } }, "Rename"),
       h("span", { class: "muted" }, `agent ${sess.agent} · ${sess.access}` + (sess.title_source ? ` · title ${sess.title_source}` : "")));
 
+    // A long session shows its last PAGE messages; "Show earlier" adds a page.
+    const earlier = h("div", { class: "row" });
+    let shown = PAGE, loaded = false;
+    const trim = () => {
+      const kids = [...log.children];
+      const hide = Math.max(0, kids.length - shown);
+      kids.forEach((k, i) => { k.hidden = i < hide; });
+      clear(earlier, hide > 0 && h("button", { type: "button", id: "earlier", onclick: () => { shown += PAGE; trim(); } },
+        `Show ${Math.min(hide, PAGE)} earlier messages (${hide} hidden)`));
+    };
     const fetchMessages = async () => {
       for (;;) {
         const p = await get(`api/sessions/${enc(sid)}/messages?after=${after}&limit=100`);
         for (const m of p.items) log.append(message(m));
+        if (loaded) shown += p.items.length; // new messages do not hide older shown ones
         after = p.next_after;
         if (p.items.length < 100) break;
       }
+      loaded = true;
+      trim();
       log.lastElementChild?.scrollIntoView({ block: "nearest" });
     };
     const showTurn = async () => {
-      if (!pending) { clear(state); return; }
+      if (!pending) return; // the last state stays shown
       try {
         if (pending.kind === "turn") {
           const t = await get("api/turns/" + enc(pending.id));
@@ -110,7 +127,7 @@ export function chatView(root, me, ws, sid) {
         h("button", { type: "button", onclick: () => { text.value = "/compact"; form.requestSubmit(); } }, "Compact"),
         h("button", { type: "button", onclick: () => { text.value = "/evo " + text.value; text.focus(); } }, "/evo…")));
     text.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) form.requestSubmit(); });
-    clear(pane, head, log, state, err, form);
+    clear(pane, head, earlier, log, state, err, form);
     try { await fetchMessages(); } catch (e) { clear(err, problemBox(e)); }
     unsub.push(onChange(async (evs) => {
       if (stopped) return;
@@ -120,11 +137,14 @@ export function chatView(root, me, ws, sid) {
     }));
   }
 
-  unsub.push(onChange((evs) => { if (!stopped && ws && evs.some((e) => e.workspace === ws && e.kind === "turn" && e.status === "pending")) loadSide(); }));
+  // A turn that starts or ends changes a session's message count (and maybe its title).
+  unsub.push(onChange((evs) => { if (!stopped && ws && evs.some((e) => e.workspace === ws && e.kind === "turn")) loadSide(); }));
   loadSide();
   loadPane();
   return () => { stopped = true; unsub.forEach((u) => u()); };
 }
+
+const PAGE = 100;
 
 function message(m) {
   return h("li", { class: "msg role-" + m.role, "data-seq": m.seq },

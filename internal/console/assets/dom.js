@@ -39,14 +39,26 @@ export function when(t) {
   return isNaN(d) ? "" : d.toLocaleString();
 }
 
-// fold shows a long text folded: the first lines, then a disclosure for the rest.
+// fold shows a long text folded: its first lines (at most about 1500
+// characters) and, behind a disclosure, the rest.
 export function fold(text, lines = 12) {
-  const all = String(text || "").split("\n");
-  if (all.length <= lines && text.length < 2000) return h("pre", { class: "text" }, text);
-  return h("details", { class: "fold" },
-    h("summary", {}, `${all.length} lines — show all`),
-    h("pre", { class: "text" }, text));
+  text = String(text || "");
+  let cut = -1;
+  for (let i = 0, n = 0; i < text.length && i < 1500; i++) if (text[i] === "\n" && ++n === lines) { cut = i; break; }
+  if (cut >= 0 && !text.slice(cut).trim()) cut = -1; // nothing after the last line shown
+  const cutAtLine = cut >= 0;
+  if (cut < 0 && text.length > 2000) cut = text.lastIndexOf(" ", 1500) > 1000 ? text.lastIndexOf(" ", 1500) : 1500;
+  if (cut < 0) return h("pre", { class: "text" }, text);
+  const rest = text.slice(cut);
+  const more = rest.replace(/^\n/, "").replace(/\n$/, "").split("\n").length;
+  return h("div", { class: "fold" }, h("pre", { class: "text" }, text.slice(0, cut)),
+    h("details", {}, h("summary", {}, cutAtLine ? `show ${more} more lines` : `show ${rest.length} more characters`),
+      h("pre", { class: "text" }, rest.replace(/^\n/, ""))));
 }
+
+// td is a table cell that carries its column's name, shown beside the value
+// when a narrow screen lays the table out as cards.
+export function td(label, ...children) { return h("td", { "data-label": label }, ...children); }
 
 // badge is a status label.
 export function badge(status) {
@@ -62,6 +74,12 @@ export function toast(msg) {
   toast.timer = setTimeout(() => t.classList.remove("on"), 4000);
 }
 
+// untoast hides the toast now (a new view is not about the last one's action).
+export function untoast() {
+  clearTimeout(toast.timer);
+  document.getElementById("toast").classList.remove("on");
+}
+
 // problemBox renders an API error: its status, code and detail.
 export function problemBox(err) {
   if (!err) return null;
@@ -69,4 +87,18 @@ export function problemBox(err) {
   return h("div", { class: "problem", role: "alert" },
     h("strong", {}, `${p.status || err.status || ""} ${p.code || "error"}`), " ",
     h("span", { class: "detail" }, p.detail || err.message || String(err)));
+}
+
+// paged renders items into el a page at a time: the first size, then a button in
+// foot that shows the next page (for lists the API returns whole).
+export function paged(el, items, render, size, foot, noun) {
+  let shown = 0;
+  const next = () => {
+    for (const it of items.slice(shown, shown + size)) el.append(render(it));
+    shown = Math.min(items.length, shown + size);
+    const rest = items.length - shown;
+    clear(foot, rest > 0 && h("button", { type: "button", class: "more", onclick: () => { next(); } },
+      `Show more ${noun} (${rest} left)`));
+  };
+  next();
 }

@@ -1,5 +1,5 @@
 // evo.js: the Evolution tab: the runs list, a run's review and its applies.
-import { h, clear, when, problemBox, fold, badge, toast } from "./dom.js";
+import { h, clear, when, problemBox, fold, badge, toast, td } from "./dom.js";
 import { get, post, call, enc } from "./api.js";
 import { onChange } from "./feed.js";
 import { sideBySide } from "./diff.js";
@@ -33,7 +33,7 @@ function listView(root) {
   const err = h("div");
   clear(root, h("h2", {}, "Evolution runs"),
     h("div", { class: "row filters" }, h("label", { for: "f-status" }, "Status"), status, h("label", { for: "f-view" }, "View"), view, h("label", { for: "f-filter" }, "Filter"), filter),
-    err, h("div", { class: "table-scroll" }, h("table", { class: "runs" },
+    err, h("div", { class: "table-scroll" }, h("table", { class: "runs stack" },
       h("thead", {}, h("tr", {}, ["Run", "Status", "Workspace", "Trigger", "Score", "Created"].map((c) => h("th", { scope: "col" }, c)))), tbody)), foot);
   let cursor = "";
   const base = () => {
@@ -50,8 +50,8 @@ function listView(root) {
       const r = await get("api/evolution/runs?" + p);
       if (reset) tbody.replaceChildren();
       for (const v of r.items) tbody.append(h("tr", { "data-run": v.id },
-        h("td", {}, h("a", { href: "#/evolution/" + enc(v.id) }, v.id)), h("td", {}, badge(v.status)), h("td", {}, v.workspace),
-        h("td", {}, v.trigger, v.hint ? ": " + v.hint.slice(0, 60) : ""), h("td", {}, v.score ? String(v.score.avg) : ""), h("td", {}, when(v.created_at))));
+        td("Run", h("a", { href: "#/evolution/" + enc(v.id) }, v.id)), td("Status", badge(v.status)), td("Workspace", v.workspace),
+        td("Trigger", v.trigger + (v.hint ? ": " + v.hint.slice(0, 60) : "")), td("Score", v.score ? String(v.score.avg) : ""), td("Created", when(v.created_at))));
       if (reset && !r.items.length) tbody.append(h("tr", {}, h("td", { colSpan: 6, class: "muted" }, "No runs.")));
       cursor = r.next_cursor;
       clear(foot, cursor ? h("button", { type: "button", onclick: () => load(false) }, "Next page") : null);
@@ -72,7 +72,7 @@ function runView(root, id) {
     catch (e) { clear(err, problemBox(e)); }
   };
   // The hint outlives re-renders, so a live update never drops what is typed.
-  const hint = h("input", { id: "review-hint", name: "hint", "aria-label": "Hint", placeholder: "hint (reviewer hint on approve, new hint on retry)" });
+  const hint = h("input", { id: "review-hint", name: "hint", class: "wide", placeholder: "hint (reviewer hint on approve, new hint on retry)" });
   let shown = "";
   const load = async () => {
     let d;

@@ -1,6 +1,6 @@
 // files.js: the effective surface of a workspace and editing one file with
 // If-Match, so a concurrent change is refused (412) and shown, never overwritten.
-import { h, clear, when, problemBox, toast } from "./dom.js";
+import { h, paged, clear, when, problemBox, toast } from "./dom.js";
 import { get, call, enc, encPath } from "./api.js";
 
 export function filesView(root, me, ws, path) {
@@ -17,9 +17,11 @@ export function filesView(root, me, ws, path) {
     if (ws) {
       try {
         const files = (await get("api/workspaces/" + enc(ws) + "/files")).items;
-        parts.push(h("ul", { class: "list", "aria-label": "Files" }, files.map((f) => h("li", {},
+        const ul = h("ul", { class: "list", "aria-label": "Files" }), more = h("div");
+        paged(ul, files, (f) => h("li", {},
           h("a", { href: `#/files/${enc(ws)}/${encPath(f.path)}`, "aria-current": f.path === path ? "page" : null }, f.path),
-          " ", h("span", { class: "scope scope-" + f.scope }, f.scope), h("span", { class: "muted" }, ` ${f.size} B`)))));
+          " ", h("span", { class: "scope scope-" + f.scope }, f.scope), h("span", { class: "muted" }, ` ${f.size} B`)), 50, more, "files");
+        parts.push(ul, more);
         if (!files.length) parts.push(h("p", { class: "muted" }, "No files."));
         if (me.level === "full") {
           const np = h("input", { id: "new-file", placeholder: "path/to/NEW.md", "aria-label": "New file path" });

@@ -379,3 +379,38 @@ func TestCancelRunning(t *testing.T) {
 		t.Errorf("canceled task later: %s", r.Result)
 	}
 }
+
+// TestSendRetryIsOneTask: a message sent again with the same messageId (a
+// retry whose answer was lost), with or without a context, answers the task
+// the first send made and posts nothing more; another messageId is a new task.
+func TestSendRetryIsOneTask(t *testing.T) {
+	e := setup(t)
+	send := func(msg map[string]any) wireTask {
+		t.Helper()
+		r := e.rpc("1.0", "SendMessage", map[string]any{"message": msg, "configuration": map[string]any{"returnImmediately": true}})
+		if r.Error != nil {
+			t.Fatalf("SendMessage: %+v", r.Error)
+		}
+		var out struct{ Task wireTask }
+		_ = json.Unmarshal(r.Result, &out)
+		return out.Task
+	}
+	first := send(userMsg("retry me", map[string]any{"messageId": "retry-1"}))
+	again := send(userMsg("retry me", map[string]any{"messageId": "retry-1"}))
+	if again.ID != first.ID || again.ContextID != first.ContextID {
+		t.Fatalf("the retry made task %s in %s, want %s in %s", again.ID, again.ContextID, first.ID, first.ContextID)
+	}
+	inCtx := send(userMsg("and then", map[string]any{"messageId": "retry-2", "contextId": first.ContextID}))
+	if send(userMsg("and then", map[string]any{"messageId": "retry-2", "contextId": first.ContextID})).ID != inCtx.ID {
+		t.Fatal("a retry in a context made a second task")
+	}
+	if other := send(userMsg("retry me", map[string]any{"messageId": "retry-3"})); other.ID == first.ID {
+		t.Fatal("a new messageId answered an old task")
+	}
+	r := e.rpc("1.0", "ListTasks", map[string]any{"contextId": first.ContextID})
+	var list struct{ Tasks []wireTask }
+	_ = json.Unmarshal(r.Result, &list)
+	if r.Error != nil || len(list.Tasks) != 2 {
+		t.Fatalf("tasks of the context: %s %+v, want 2", r.Result, r.Error)
+	}
+}

@@ -2,6 +2,8 @@ package a2a
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
@@ -134,6 +136,17 @@ func (h *Handler) send(ctx context.Context, c auth.Caller, ref agentRef, p sendP
 		return task{}, &rpcError{Code: codeUnsupported,
 			Message: fmt.Sprintf("task %s is %s and takes no further message; send without taskId to start a new task", prev.ID, prev.State)}
 	}
+	// A message id seen before is a retry: answer the task it made.
+	turnID := ""
+	if p.Message.MessageID != "" {
+		turnID = messageTurnID(ref, p.Message.MessageID, contextID, text)
+		if it, err := h.store.GetItem(ctx, work.KindTurn, turnID); err == nil && it.Workspace == ref.ws {
+			d, _ := chat.ParseTurnData(it.Data)
+			return h.taskOf(ctx, c, it, d)
+		} else if err != nil && molt.ErrorCode(err) != molt.ENOTFOUND {
+			return task{}, err
+		}
+	}
 	var sess session.Session
 	if contextID != "" {
 		if sess, err = h.context(ctx, c, ref, contextID); err != nil {
@@ -145,7 +158,7 @@ func (h *Handler) send(ctx context.Context, c auth.Caller, ref agentRef, p sendP
 			return task{}, err
 		}
 	}
-	it, err := h.chat.PostExternal(ctx, c, sess.ID, text)
+	it, err := h.chat.PostExternal(ctx, c, sess.ID, text, turnID)
 	if err != nil {
 		return task{}, err
 	}
@@ -291,4 +304,13 @@ func (h *Handler) listContext(ctx context.Context, c auth.Caller, ref agentRef, 
 		}
 	}
 	return out, "", nil
+}
+
+// messageTurnID is the turn a sender's message maps to: the same messageId,
+// context and text sent again to the same agent (a retry whose answer was
+// lost) is the same task. A messageId reused for another text or context is
+// taken as a new message.
+func messageTurnID(ref agentRef, messageID, contextID, text string) string {
+	sum := sha256.Sum256([]byte(ref.ws + "/" + ref.agent + "\x00" + messageID + "\x00" + contextID + "\x00" + text))
+	return "a2a." + hex.EncodeToString(sum[:20])
 }

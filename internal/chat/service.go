@@ -501,13 +501,26 @@ func seqRaceBackoff(ctx context.Context, try int) error {
 // moved, it is read again and the write retried (nothing was written). It does
 // no access check (callers do; commands and A2A reuse it).
 func (s *Service) CreateTurn(ctx context.Context, sess session.Session, text string, compactOnly bool) (work.Item, error) {
+	return s.createTurn(ctx, sess, text, compactOnly, "")
+}
+
+// createTurn is CreateTurn with the turn's id chosen by the caller (fixed,
+// "" for a new one each try). With a fixed id a turn that exists already is
+// returned as it is: the same message posted twice makes one turn.
+func (s *Service) createTurn(ctx context.Context, sess session.Session, text string, compactOnly bool, fixed string) (work.Item, error) {
 	for try := 0; try < maxSeqRaces; try++ {
-		id := s.ids.NewID()
+		id := fixed
+		if id == "" {
+			id = s.ids.NewID()
+		}
 		d := TurnData{SessionID: sess.ID, UserSeq: sess.NextSeq, CompactOnly: compactOnly}
 		it := work.Item{Kind: work.KindTurn, ID: id, Workspace: sess.Workspace, LockKey: LockKey(sess.ID), Data: d.encode()}
 		msg := session.Message{SessionID: sess.ID, Seq: sess.NextSeq, Role: session.RoleUser, Text: text,
 			TurnID: id, CreatedAt: s.clock.Now().UTC()}
 		created, err := s.proto.Create(ctx, it, session.AppendMessage{Message: msg})
+		if fixed != "" && molt.ErrorReason(err) == work.ReasonExists {
+			return s.store.GetItem(ctx, work.KindTurn, fixed)
+		}
 		if molt.ErrorReason(err) == work.ReasonAlsoFailed {
 			// Another message took the seq (or the session is gone): read it again.
 			sid := sess.ID

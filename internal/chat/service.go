@@ -63,6 +63,7 @@ type Service struct {
 	commands    map[string]Command
 	onCompacted CompactedHook
 	onReplied   RepliedHook
+	toolGate    ToolGate
 }
 
 var _ queue.Handler = (*Service)(nil)

@@ -33,7 +33,13 @@ func setup(t *testing.T) *env { t.Helper(); return setupWith(t, nil) }
 
 func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 	t.Helper()
-	e, _ := serveOn(t, t.TempDir(), auth.NewSecret(), beforeFinish)
+	return setupOn(t, nil, beforeFinish)
+}
+
+// setupOn is setupWith on clock (nil: the system clock).
+func setupOn(t *testing.T, clock molt.Clock, beforeFinish func(chat.TurnContext) error) *env {
+	t.Helper()
+	e, _ := serveOn(t, t.TempDir(), auth.NewSecret(), clock, beforeFinish)
 	if st, body := e.do("PUT", "/api/workspaces/acme", e.admin, nil, `{"description":"test"}`); st/100 != 2 {
 		t.Fatalf("create workspace: %d %s", st, body)
 	}
@@ -42,14 +48,19 @@ func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 
 // serveOn runs molt serve's wiring on dir with admin token secret; stop
 // shuts it down and closes the App (a cleanup does it too).
-func serveOn(t *testing.T, dir, secret string, beforeFinish func(chat.TurnContext) error) (e *env, stop func()) {
+func serveOn(t *testing.T, dir, secret string, clock molt.Clock, beforeFinish func(chat.TurnContext) error) (e *env, stop func()) {
 	t.Helper()
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: dir, A2AWait: 10 * time.Second}
 	cfg.Chat.BeforeFinish = beforeFinish
-	d, err := localbackend.Open(cfg, molt.SystemClock{}, &molt.SortableIDs{})
+	if clock == nil {
+		clock = molt.SystemClock{}
+	}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.Clock, d.IDs = clock, ids
 	a := app.New(cfg, d, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -400,7 +411,7 @@ func TestTasksSurviveRestart(t *testing.T) {
 	var turns atomic.Int32
 	// The first two sends block until their turn ends: the third turn is
 	// the held one.
-	e, stop := serveOn(t, dir, secret, func(tc chat.TurnContext) error {
+	e, stop := serveOn(t, dir, secret, nil, func(tc chat.TurnContext) error {
 		if turns.Add(1) != 3 {
 			return nil
 		}
@@ -437,7 +448,7 @@ func TestTasksSurviveRestart(t *testing.T) {
 	listBefore := string(e.rpc("1.0", "ListTasks", map[string]any{"contextId": ctxID, "historyLength": 10}).Result)
 	stop()
 
-	e2, _ := serveOn(t, dir, secret, nil)
+	e2, _ := serveOn(t, dir, secret, nil, nil)
 	for i, want := range []string{"TASK_STATE_COMPLETED", "TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"} {
 		r := e2.rpc("1.0", "GetTask", map[string]any{"id": ids[i]})
 		var got wireTask

@@ -325,7 +325,7 @@ func (h *Handler) lease(ctx context.Context, c auth.Caller, ref agentRef, method
 			case !exists:
 				d = campaignData{CampaignID: p.CampaignID, Workspace: ref.ws, Agent: ref.agent, Epoch: 1,
 					Policy: Policy{Access: session.AccessWorkspace}}
-			case state == "held" && d.Controller != p.Controller:
+			case state == "held" && (d.Controller != p.Controller || d.ControllerToken != c.Token.ID):
 				return nil, &rpcError{Code: codeLeaseHeld, Message: fmt.Sprintf("campaign %s is held by another controller until %s", p.CampaignID, stamp(d.LeaseExpiresAt))}
 			case state == "held":
 				// The controller claims again while it holds the lease: the

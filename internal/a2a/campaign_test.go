@@ -148,6 +148,8 @@ func TestCampaignLease(t *testing.T) {
 	first := string(r.Result)
 	wantCode(t, "claim of another controller while the lease is live",
 		e.call(b, true, "campaign/claim", map[string]any{"campaignId": "c1", "controller": "sup-b", "requestId": "b-1"}), -32015)
+	wantCode(t, "claim under the controller's name from another token while the lease is live",
+		e.call(b, true, "campaign/claim", map[string]any{"campaignId": "c1", "controller": "sup-a", "requestId": "b-1b"}), -32015)
 	wantCode(t, "renew by another controller",
 		e.call(b, true, "campaign/renew", map[string]any{"campaignId": "c1", "controller": "sup-b", "epoch": 1, "requestId": "b-2"}), -32012)
 	wantCode(t, "renew by the controller's name from another token",
@@ -359,4 +361,74 @@ func names(ts []chat.Tool) string {
 		n = append(n, t.Spec.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// TestCampaignClaimRace: controllers claiming one campaign at once: exactly
+// one wins, the others are refused -32015; sends racing on one campaign
+// (whose turns never end here) start exactly one task.
+func TestCampaignClaimRace(t *testing.T) {
+	hold := make(chan struct{})
+	e := setupWith(t, func(chat.TurnContext) error { <-hold; return errors.New("held") })
+	t.Cleanup(func() { close(hold) }) // before the server's shutdown waits for the held turn
+	const n = 8
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := e.call(e.admin, true, "campaign/claim", map[string]any{"campaignId": "race", "controller": "sup-" + string(rune('a'+i)),
+				"requestId": "claim-" + string(rune('a'+i))})
+			if r.Error != nil {
+				codes[i] = r.Error.Code
+			}
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, c := range codes {
+		switch c {
+		case 0:
+			won++
+		case -32015:
+		default:
+			t.Errorf("claim refused with %d, want -32015", c)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d claims won, want 1 (codes %v)", won, codes)
+	}
+	r := e.call(e.admin, true, "campaign/get", map[string]any{"campaignId": "race"})
+	var g struct {
+		Controller string
+		Epoch      int
+	}
+	_ = json.Unmarshal(r.Result, &g)
+	if g.Epoch != 1 {
+		t.Fatalf("campaign/get: %s", r.Result)
+	}
+	tasks := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			r := e.call(e.admin, true, "SendMessage", map[string]any{"message": userMsg("go", nil),
+				"configuration": map[string]any{"returnImmediately": true},
+				"metadata":      control("race", g.Controller, 1, "send-"+string(rune('a'+i)), nil)})
+			if r.Error == nil {
+				tasks[i] = decode[struct{ Task wireTask }](t, r).Task.ID
+			} else if r.Error.Code != -32014 {
+				t.Errorf("send refused with %d, want -32014", r.Error.Code)
+			}
+		})
+	}
+	wg.Wait()
+	started := 0
+	for _, id := range tasks {
+		if id != "" {
+			started++
+		}
+	}
+	r = e.call(e.admin, true, "campaign/get", map[string]any{"campaignId": "race"})
+	var g2 struct{ Tasks []struct{ ID string } }
+	_ = json.Unmarshal(r.Result, &g2)
+	if started != 1 || len(g2.Tasks) != 1 {
+		t.Errorf("%d sends started a task, the campaign lists %d: %s", started, len(g2.Tasks), r.Result)
+	}
 }

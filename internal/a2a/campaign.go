@@ -738,3 +738,21 @@ func ToolGate(r work.Reader) chat.ToolGate {
 		return out
 	}
 }
+
+// guardContext refuses a write outside the extension to a campaign's context
+// (-32008): only its controller, through control writes, adds or cancels the
+// campaign's tasks.
+func (h *Handler) guardContext(ctx context.Context, sessionID string) error {
+	if h.proto == nil || sessionID == "" {
+		return nil
+	}
+	_, err := h.store.GetItem(ctx, KindCampaignContext, sessionID)
+	if molt.ErrorCode(err) == molt.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return &rpcError{Code: codeExtension, Message: "context " + sessionID + " belongs to a campaign: write to it with the extension " +
+		ExtCampaign + " (a control write of its controller)"}
+}

@@ -273,6 +273,10 @@ func TestCampaignControlWrites(t *testing.T) {
 	if err != nil || sess.Access != session.AccessWorkspace || !sess.External {
 		t.Errorf("campaign context: %+v %v, want workspace access and external", sess, err)
 	}
+	// Outside the extension nobody writes to the campaign's context.
+	wantCode(t, "a plain send to the campaign's context", e.call(a, true, "SendMessage",
+		map[string]any{"message": userMsg("sneak", map[string]any{"contextId": tk.ContextID})}), -32008)
+	wantCode(t, "a plain cancel of the campaign's task", e.call(a, true, "CancelTask", map[string]any{"id": tk.ID}), -32008)
 	r = e.call(a, true, "CancelTask", map[string]any{"id": tk.ID, "metadata": control("c1", "sup", 1, "r4", nil)})
 	if got := decode[wireTask](t, r); r.Error != nil || got.Status.State != "TASK_STATE_CANCELED" {
 		t.Fatalf("cancel under the extension: %s %+v", r.Result, r.Error)

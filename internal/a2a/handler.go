@@ -278,7 +278,7 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 		if m != nil {
 			t, err = h.campaignCancel(ctx, c, ref, p.ID, m)
 		} else {
-			t, err = h.cancel(ctx, c, ref, p.ID)
+			t, err = h.plainCancel(ctx, c, ref, p.ID)
 		}
 		if err != nil {
 			h.reply(w, id, nil, err)
@@ -417,6 +417,23 @@ func (h *Handler) cancel(ctx context.Context, c auth.Caller, ref agentRef, id st
 	if _, _, err := h.loadTask(ctx, c, ref, id); err != nil {
 		return task{}, err
 	}
+	return h.cancelTurn(ctx, c, ref, id)
+}
+
+// plainCancel is a CancelTask outside the extension: refused for a
+// campaign's task.
+func (h *Handler) plainCancel(ctx context.Context, c auth.Caller, ref agentRef, id string) (task, error) {
+	t, _, err := h.loadTask(ctx, c, ref, id)
+	if err != nil {
+		return task{}, err
+	}
+	if err := h.guardContext(ctx, t.ContextID); err != nil {
+		return task{}, err
+	}
+	return h.cancelTurn(ctx, c, ref, id)
+}
+
+func (h *Handler) cancelTurn(ctx context.Context, c auth.Caller, ref agentRef, id string) (task, error) {
 	_, err := h.chat.CancelTurn(ctx, c, id)
 	if molt.ErrorReason(err) == chat.ReasonTurnEnded {
 		t, _, _ := h.loadTask(ctx, c, ref, id)

@@ -139,6 +139,9 @@ func (h *Handler) send(ctx context.Context, c auth.Caller, ref agentRef, p sendP
 		if sess, err = h.context(ctx, c, ref, contextID); err != nil {
 			return task{}, err
 		}
+		if err := h.guardContext(ctx, sess.ID); err != nil {
+			return task{}, err
+		}
 	} else {
 		sess, err = h.chat.CreateSession(ctx, c, chat.NewSession{Workspace: ref.ws, Agent: ref.agent, External: true})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -373,7 +374,8 @@ func (h *Handler) lease(ctx context.Context, c auth.Caller, ref agentRef, method
 }
 
 func rpcCode(err error) int {
-	if re, ok := err.(*rpcError); ok {
+	var re *rpcError
+	if errors.As(err, &re) {
 		return re.Code
 	}
 	return 0

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,27 +33,46 @@ func setup(t *testing.T) *env { t.Helper(); return setupWith(t, nil) }
 
 func setupWith(t *testing.T, beforeFinish func(chat.TurnContext) error) *env {
 	t.Helper()
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 10 * time.Second}
+	return setupOn(t, nil, beforeFinish)
+}
+
+// setupOn is setupWith on clock (nil: the system clock).
+func setupOn(t *testing.T, clock molt.Clock, beforeFinish func(chat.TurnContext) error) *env {
+	t.Helper()
+	e, _ := serveOn(t, t.TempDir(), auth.NewSecret(), clock, beforeFinish)
+	if st, body := e.do("PUT", "/api/workspaces/acme", e.admin, nil, `{"description":"test"}`); st/100 != 2 {
+		t.Fatalf("create workspace: %d %s", st, body)
+	}
+	return e
+}
+
+// serveOn runs molt serve's wiring on dir with admin token secret; stop
+// shuts it down and closes the App (a cleanup does it too).
+func serveOn(t *testing.T, dir, secret string, clock molt.Clock, beforeFinish func(chat.TurnContext) error) (e *env, stop func()) {
+	t.Helper()
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: dir, A2AWait: 10 * time.Second}
 	cfg.Chat.BeforeFinish = beforeFinish
-	d, err := localbackend.Open(cfg, molt.SystemClock{}, &molt.SortableIDs{})
+	if clock == nil {
+		clock = molt.SystemClock{}
+	}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.Clock, d.IDs = clock, ids
 	a := app.New(cfg, d, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	secret := auth.NewSecret()
 	ready := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Ready: func(addr string) { ready <- addr }})
+		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Recover: true, Ready: func(addr string) { ready <- addr }})
 	}()
-	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	e := &env{t: t, base: "http://" + <-ready, admin: secret, app: a}
-	if st, body := e.do("PUT", "/api/workspaces/acme", secret, nil, `{"description":"test"}`); st/100 != 2 {
-		t.Fatalf("create workspace: %d %s", st, body)
-	}
-	return e
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; _ = a.Close() }) }
+	t.Cleanup(stop)
+	return &env{t: t, base: "http://" + <-ready, admin: secret, app: a}, stop
 }
 
 func (e *env) do(method, path, token string, hdr map[string]string, body string) (int, []byte) {
@@ -412,5 +432,81 @@ func TestSendRetryIsOneTask(t *testing.T) {
 	_ = json.Unmarshal(r.Result, &list)
 	if r.Error != nil || len(list.Tasks) != 2 {
 		t.Fatalf("tasks of the context: %s %+v, want 2", r.Result, r.Error)
+	}
+}
+
+// TestTasksSurviveRestart: tasks written by one molt serve are read back,
+// unchanged (states, status messages, history), by the next one on the same
+// data directory, by GetTask and ListTasks.
+func TestTasksSurviveRestart(t *testing.T) {
+	dir, secret := t.TempDir(), auth.NewSecret()
+	hold := make(chan struct{})
+	started := make(chan string, 1)
+	holdText := "hold this one"
+	var turns atomic.Int32
+	// The first two sends block until their turn ends: the third turn is
+	// the held one.
+	e, stop := serveOn(t, dir, secret, nil, func(tc chat.TurnContext) error {
+		if turns.Add(1) != 3 {
+			return nil
+		}
+		started <- tc.Turn.ID
+		<-hold
+		return errors.New("held")
+	})
+	if st, body := e.do("PUT", "/api/workspaces/acme", e.admin, nil, `{"description":"test"}`); st/100 != 2 {
+		t.Fatalf("create workspace: %d %s", st, body)
+	}
+	var first struct{ Task wireTask }
+	r := e.rpc("1.0", "SendMessage", map[string]any{"message": userMsg("one", nil)})
+	_ = json.Unmarshal(r.Result, &first)
+	ctxID := first.Task.ContextID
+	var second struct{ Task wireTask }
+	r = e.rpc("1.0", "SendMessage", map[string]any{"message": userMsg("two", map[string]any{"contextId": ctxID})})
+	_ = json.Unmarshal(r.Result, &second)
+	var held struct{ Task wireTask }
+	r = e.rpc("1.0", "SendMessage", map[string]any{"message": userMsg(holdText, nil), "configuration": map[string]any{"returnImmediately": true}})
+	_ = json.Unmarshal(r.Result, &held)
+	<-started
+	if r := e.rpc("1.0", "CancelTask", map[string]any{"id": held.Task.ID}); r.Error != nil {
+		t.Fatalf("cancel: %+v", r.Error)
+	}
+	close(hold)
+	if first.Task.Status.State != "TASK_STATE_COMPLETED" || second.Task.Status.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("tasks before the restart: %s, %s", first.Task.Status.State, second.Task.Status.State)
+	}
+	ids := []string{first.Task.ID, second.Task.ID, held.Task.ID}
+	before := map[string]string{}
+	for _, id := range ids {
+		before[id] = string(e.rpc("1.0", "GetTask", map[string]any{"id": id}).Result)
+	}
+	listBefore := string(e.rpc("1.0", "ListTasks", map[string]any{"contextId": ctxID, "historyLength": 10}).Result)
+	stop()
+
+	e2, _ := serveOn(t, dir, secret, nil, nil)
+	for i, want := range []string{"TASK_STATE_COMPLETED", "TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"} {
+		r := e2.rpc("1.0", "GetTask", map[string]any{"id": ids[i]})
+		var got wireTask
+		_ = json.Unmarshal(r.Result, &got)
+		if r.Error != nil || got.Status.State != want || len(got.History) == 0 {
+			t.Errorf("task %s after the restart: %s %+v, want %s with its history", ids[i], r.Result, r.Error, want)
+		}
+		if string(r.Result) != before[ids[i]] {
+			t.Errorf("task %s changed across the restart:\n got %s\nwant %s", ids[i], r.Result, before[ids[i]])
+		}
+	}
+	r = e2.rpc("1.0", "ListTasks", map[string]any{"contextId": ctxID, "historyLength": 10})
+	var list struct{ Tasks []wireTask }
+	_ = json.Unmarshal(r.Result, &list)
+	if r.Error != nil || len(list.Tasks) != 2 || list.Tasks[0].ID != second.Task.ID || list.Tasks[1].ID != first.Task.ID {
+		t.Errorf("ListTasks after the restart: %s %+v", r.Result, r.Error)
+	}
+	if string(r.Result) != listBefore {
+		t.Errorf("ListTasks changed across the restart:\n got %s\nwant %s", r.Result, listBefore)
+	}
+	r = e2.rpc("1.0", "ListTasks", map[string]any{})
+	_ = json.Unmarshal(r.Result, &list)
+	if r.Error != nil || len(list.Tasks) != 3 || list.Tasks[0].ID != held.Task.ID {
+		t.Errorf("agent's ListTasks after the restart: %s %+v", r.Result, r.Error)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/session"
@@ -129,7 +130,7 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, ref agentRef
 		"version":             "1.0.0",
 		"supportedInterfaces": ifaces,
 		"capabilities": map[string]any{"streaming": streamURL != "", "pushNotifications": false,
-			"extendedAgentCard": false, "extensions": []any{}},
+			"extendedAgentCard": false, "extensions": h.extensions()},
 		"defaultInputModes":  []string{"text/plain"},
 		"defaultOutputModes": []string{"text/plain"},
 		"skills": []any{map[string]any{"id": ref.agent, "name": info.name, "description": desc,
@@ -149,4 +150,27 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, ref agentRef
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, card)
+}
+
+// extensions is the card's capabilities.extensions: the campaign-control
+// extension with its methods and the policy terms molt enforces.
+func (h *Handler) extensions() []any {
+	if h.proto == nil {
+		return []any{}
+	}
+	return []any{map[string]any{"uri": ExtCampaign, "required": false,
+		"description": "Campaign control: a lease with an integer epoch per campaign, control writes fenced by it, " +
+			"request-id readback and an enforced execution policy. Activate with the A2A-Extensions header.",
+		"params": map[string]any{
+			"methods":       campaignMethods,
+			"controlWrites": []string{"SendMessage", "CancelTask"},
+			"policy": map[string]any{"access": []string{"workspace"}, "allowEgress": []bool{false, true},
+				"allowCrossWorkspace": []bool{false, true}, "autoApply": []bool{false}},
+			"maxLeaseSeconds":      int(MaxLease / time.Second),
+			"requestRetentionDays": int(RequestRetention / (24 * time.Hour)),
+			"errors": map[string]int{"staleEpoch": codeStaleEpoch, "leaseExpired": codeLeaseExpired,
+				"notController": codeNotController, "policyNotEnforceable": codePolicy, "campaignBusy": codeCampaignBusy,
+				"leaseHeld": codeLeaseHeld, "campaignNotFound": codeNoCampaign, "requestIdReused": codeRequestReused,
+				"extensionRequired": codeExtension},
+		}}}
 }

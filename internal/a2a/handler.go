@@ -15,15 +15,19 @@ import (
 	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // Config wires the A2A endpoint. Store and Chat are required.
 type Config struct {
-	Store  store.Store
-	Chat   *chat.Service
-	Clock  molt.Clock
-	Logger *slog.Logger
+	Store store.Store
+	Chat  *chat.Service
+	// Protocol writes the campaign-control extension's records; nil serves
+	// no extension (the card lists none, its methods are -32601).
+	Protocol *work.Protocol
+	Clock    molt.Clock
+	Logger   *slog.Logger
 	// BlockWait bounds a blocking SendMessage: past it the task is returned as
 	// it is (working). Default 25 s, under API Gateway's 30 s cut.
 	BlockWait time.Duration
@@ -50,6 +54,7 @@ type Handler struct {
 	log    *slog.Logger
 	cfg    Config
 	surfac *workspace.Surfaces
+	proto  *work.Protocol
 }
 
 // New returns the A2A handler; it panics without Store or Chat.
@@ -76,7 +81,7 @@ func New(c Config) *Handler {
 		c.MaxBody = 1 << 20
 	}
 	return &Handler{store: c.Store, chat: c.Chat, clock: c.Clock, log: c.Logger, cfg: c,
-		surfac: &workspace.Surfaces{Store: c.Store, Builtin: chat.Builtin()}}
+		surfac: &workspace.Surfaces{Store: c.Store, Builtin: chat.Builtin()}, proto: c.Protocol}
 }
 
 // Routes registers the handler's routes with route (the UI API's router).
@@ -163,6 +168,9 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, ok := methods[v][*req.Method]
+	if strings.HasPrefix(op, "campaign/") && h.proto == nil {
+		ok = false
+	}
 	if !ok {
 		h.reply(w, id, nil, &rpcError{Code: codeMethod, Message: fmt.Sprintf("Method not found: %s (A2A %s)", *req.Method, v)})
 		return
@@ -172,7 +180,35 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	ext := h.proto != nil && extensionActive(r.Header.Values("A2A-Extensions"))
+	if ext {
+		w.Header().Set("A2A-Extensions", ExtCampaign)
+	}
 	switch op {
+	case "campaign/claim", "campaign/renew", "campaign/release":
+		if !ext {
+			h.reply(w, id, nil, errExtension(op))
+			return
+		}
+		if !c.CanChat(ref.ws) {
+			h.forbidden(w, id)
+			return
+		}
+		res, err := h.lease(ctx, c, ref, op, req.Params)
+		h.reply(w, id, res, err)
+	case "campaign/get", "campaign/getRequest":
+		if !ext {
+			h.reply(w, id, nil, errExtension(op))
+			return
+		}
+		var res any
+		var err error
+		if op == "campaign/get" {
+			res, err = h.campaignGet(ctx, c, ref, req.Params)
+		} else {
+			res, err = h.campaignGetRequest(ctx, ref, req.Params)
+		}
+		h.reply(w, id, res, err)
 	case "push":
 		h.reply(w, id, nil, &rpcError{Code: codePushNotSupp, Message: "push notifications are not supported"})
 	case "extended":
@@ -233,7 +269,17 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 			h.forbidden(w, id)
 			return
 		}
-		t, err := h.cancel(ctx, c, ref, p.ID)
+		m, err := controlOf(p.Metadata, ext)
+		if err != nil {
+			h.reply(w, id, nil, err)
+			return
+		}
+		var t task
+		if m != nil {
+			t, err = h.campaignCancel(ctx, c, ref, p.ID, m)
+		} else {
+			t, err = h.plainCancel(ctx, c, ref, p.ID)
+		}
 		if err != nil {
 			h.reply(w, id, nil, err)
 			return
@@ -257,7 +303,21 @@ func (h *Handler) RPC(w http.ResponseWriter, r *http.Request) {
 			h.reply(w, id, nil, &rpcError{Code: codeUnsupported, Message: "this endpoint cannot stream (API Gateway buffers responses); use the streaming interface of the agent card"})
 			return
 		}
-		t, err := h.send(ctx, c, ref, p)
+		m, err := controlOf(p.Metadata, ext)
+		if err != nil {
+			h.reply(w, id, nil, err)
+			return
+		}
+		var t task
+		if m != nil {
+			if p.Message == nil {
+				h.reply(w, id, nil, invalidParams("params.message is required"))
+				return
+			}
+			t, err = h.campaignSend(ctx, c, ref, p, m)
+		} else {
+			t, err = h.send(ctx, c, ref, p)
+		}
 		if err != nil {
 			h.reply(w, id, nil, err)
 			return
@@ -357,6 +417,23 @@ func (h *Handler) cancel(ctx context.Context, c auth.Caller, ref agentRef, id st
 	if _, _, err := h.loadTask(ctx, c, ref, id); err != nil {
 		return task{}, err
 	}
+	return h.cancelTurn(ctx, c, ref, id)
+}
+
+// plainCancel is a CancelTask outside the extension: refused for a
+// campaign's task.
+func (h *Handler) plainCancel(ctx context.Context, c auth.Caller, ref agentRef, id string) (task, error) {
+	t, _, err := h.loadTask(ctx, c, ref, id)
+	if err != nil {
+		return task{}, err
+	}
+	if err := h.guardContext(ctx, t.ContextID); err != nil {
+		return task{}, err
+	}
+	return h.cancelTurn(ctx, c, ref, id)
+}
+
+func (h *Handler) cancelTurn(ctx context.Context, c auth.Caller, ref agentRef, id string) (task, error) {
 	_, err := h.chat.CancelTurn(ctx, c, id)
 	if molt.ErrorReason(err) == chat.ReasonTurnEnded {
 		t, _, _ := h.loadTask(ctx, c, ref, id)

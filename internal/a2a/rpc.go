@@ -121,16 +121,16 @@ type sendParams struct {
 		PushConfig          json.RawMessage `json:"taskPushNotificationConfig"` // v1.0
 		PushConfig03        json.RawMessage `json:"pushNotificationConfig"`     // v0.3
 	} `json:"configuration"`
-	Metadata map[string]any `json:"metadata"`
-	Tenant   string         `json:"tenant"`
+	Metadata map[string]json.RawMessage `json:"metadata"`
+	Tenant   string                     `json:"tenant"`
 }
 
 // getParams are GetTask's, CancelTask's and SubscribeToTask's params.
 type getParams struct {
-	ID            string         `json:"id"`
-	HistoryLength *int           `json:"historyLength"`
-	Metadata      map[string]any `json:"metadata"`
-	Tenant        string         `json:"tenant"`
+	ID            string                     `json:"id"`
+	HistoryLength *int                       `json:"historyLength"`
+	Metadata      map[string]json.RawMessage `json:"metadata"`
+	Tenant        string                     `json:"tenant"`
 }
 
 // listParams are ListTasks' params.
@@ -191,6 +191,17 @@ var methods = map[string]map[string]string{
 		"agent/getAuthenticatedExtendedCard": "extended",
 	},
 }
+
+func init() {
+	for _, m := range methods {
+		for _, name := range campaignMethods {
+			m[name] = name
+		}
+	}
+}
+
+// campaignMethods are the extension's methods (the same name in every version).
+var campaignMethods = []string{"campaign/claim", "campaign/renew", "campaign/release", "campaign/get", "campaign/getRequest"}
 
 // version reads the A2A-Version header (or query parameter): absent is 0.3;
 // 1.0 and 0.3 with any patch are served; anything else is -32009.

@@ -137,10 +137,10 @@ func (h *Handler) send(ctx context.Context, c auth.Caller, ref agentRef, p sendP
 			Message: fmt.Sprintf("task %s is %s and takes no further message; send without taskId to start a new task", prev.ID, prev.State)}
 	}
 	// A message id seen before is a retry: answer the task it made.
-	turnID := ""
+	key := ""
 	if p.Message.MessageID != "" {
-		turnID = messageTurnID(ref, p.Message.MessageID, contextID, text)
-		if it, err := h.store.GetItem(ctx, work.KindTurn, turnID); err == nil && it.Workspace == ref.ws {
+		key = messageKey(ref, p.Message.MessageID, contextID, text)
+		if it, err := h.chat.TurnByKey(ctx, key); err == nil && it.Workspace == ref.ws {
 			d, _ := chat.ParseTurnData(it.Data)
 			return h.taskOf(ctx, c, it, d)
 		} else if err != nil && molt.ErrorCode(err) != molt.ENOTFOUND {
@@ -152,13 +152,16 @@ func (h *Handler) send(ctx context.Context, c auth.Caller, ref agentRef, p sendP
 		if sess, err = h.context(ctx, c, ref, contextID); err != nil {
 			return task{}, err
 		}
+		if err := h.guardContext(ctx, sess.ID); err != nil {
+			return task{}, err
+		}
 	} else {
 		sess, err = h.chat.CreateSession(ctx, c, chat.NewSession{Workspace: ref.ws, Agent: ref.agent, External: true})
 		if err != nil {
 			return task{}, err
 		}
 	}
-	it, err := h.chat.PostExternal(ctx, c, sess.ID, text, turnID)
+	it, err := h.chat.PostExternal(ctx, c, sess.ID, text, key)
 	if err != nil {
 		return task{}, err
 	}
@@ -306,11 +309,11 @@ func (h *Handler) listContext(ctx context.Context, c auth.Caller, ref agentRef, 
 	return out, "", nil
 }
 
-// messageTurnID is the turn a sender's message maps to: the same messageId,
+// messageKey names a sender's message (chat.TurnByKey): the same messageId,
 // context and text sent again to the same agent (a retry whose answer was
 // lost) is the same task. A messageId reused for another text or context is
 // taken as a new message.
-func messageTurnID(ref agentRef, messageID, contextID, text string) string {
+func messageKey(ref agentRef, messageID, contextID, text string) string {
 	sum := sha256.Sum256([]byte(ref.ws + "/" + ref.agent + "\x00" + messageID + "\x00" + contextID + "\x00" + text))
-	return "a2a." + hex.EncodeToString(sum[:20])
+	return "a2a-" + hex.EncodeToString(sum[:20])
 }

@@ -142,6 +142,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Naming = naming.New(naming.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
 		Models: d.Models, Clock: clock, Logger: logger}, cfg.Naming)
 	a.Chat.HandleReplied(a.Naming.Replied)
+	a.Chat.GateTools(a2a.ToolGate(a.Store))
 	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
 	for _, r := range registry {
 		a.workers = append(a.workers, r.build(a))
@@ -180,7 +181,7 @@ func (a *App) A2AStreamHandler() http.Handler {
 // A2A returns the A2A endpoint; streaming says whether the server in front
 // of it passes SSE through (molt serve, a function URL; not API Gateway).
 func (a *App) A2A(streaming bool) *a2a.Handler {
-	return a2a.New(a2a.Config{Store: a.Store, Chat: a.Chat, Clock: a.Clock, Logger: a.Logger,
+	return a2a.New(a2a.Config{Store: a.Store, Chat: a.Chat, Protocol: a.Protocol, Clock: a.Clock, Logger: a.Logger,
 		BlockWait: a.Config.A2AWait, Streaming: streaming, StreamURL: a.Config.A2AStreamURL})
 }
 

@@ -21,13 +21,14 @@ const ReasonNotExternal = "not_external"
 // one write, then the wake-up. Commands are not run: the text goes to the
 // model as it is. It returns the pending turn.
 //
-// turnID, when not "", is the turn's id, derived by the caller from the
-// sender's message id: the same message sent again (a retry whose answer was
-// lost) returns the turn it made the first time and posts nothing.
+// key, when not "", names the message (the caller derives it from the
+// sender's message id, see TurnByKey): the same message sent again (a retry
+// whose answer was lost) returns the turn it made the first time and posts
+// nothing.
 //
 // Errors: those of Post, and EINVALID with ReasonNotExternal for a session
 // not opened as external.
-func (s *Service) PostExternal(ctx context.Context, c auth.Caller, sessionID, text, turnID string) (work.Item, error) {
+func (s *Service) PostExternal(ctx context.Context, c auth.Caller, sessionID, text, key string) (work.Item, error) {
 	if err := checkUserText(text); err != nil {
 		return work.Item{}, err
 	}
@@ -39,7 +40,7 @@ func (s *Service) PostExternal(ctx context.Context, c auth.Caller, sessionID, te
 		return work.Item{}, &molt.Error{Code: molt.EINVALID, Field: "contextId", Reason: ReasonNotExternal,
 			Message: fmt.Sprintf("session %s was not opened for outside input", sess.ID)}
 	}
-	return s.createTurn(ctx, sess, text, false, turnID)
+	return s.createTurn(ctx, sess, text, false, key)
 }
 
 // CancelTurn cancels a turn the caller may write to: a pending turn at once,

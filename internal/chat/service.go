@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -72,6 +73,7 @@ type Service struct {
 	commands    map[string]Command
 	onCompacted CompactedHook
 	onReplied   RepliedHook
+	toolGate    ToolGate
 }
 
 var _ queue.Handler = (*Service)(nil)
@@ -504,22 +506,53 @@ func (s *Service) CreateTurn(ctx context.Context, sess session.Session, text str
 	return s.createTurn(ctx, sess, text, compactOnly, "")
 }
 
-// createTurn is CreateTurn with the turn's id chosen by the caller (fixed,
-// "" for a new one each try). With a fixed id a turn that exists already is
-// returned as it is: the same message posted twice makes one turn.
-func (s *Service) createTurn(ctx context.Context, sess session.Session, text string, compactOnly bool, fixed string) (work.Item, error) {
+// KindTurnKey is the kind of the items that map a sender's message key to the
+// turn it made (PostExternal): created in the turn's own write, so a message
+// sent twice makes one turn. They expire after TurnKeyTTL.
+const KindTurnKey work.Kind = "turn_key"
+
+// TurnKeyTTL is how long a message key is remembered.
+const TurnKeyTTL = 8 * 24 * time.Hour
+
+// turnKey is a turn_key item's Data.
+type turnKey struct {
+	Turn string `json:"turn"`
+}
+
+// TurnByKey returns the turn the message key made, or ENOTFOUND.
+func (s *Service) TurnByKey(ctx context.Context, key string) (work.Item, error) {
+	k, err := s.store.GetItem(ctx, KindTurnKey, key)
+	if err != nil {
+		return work.Item{}, err
+	}
+	var d turnKey
+	if err := json.Unmarshal(k.Data, &d); err != nil || d.Turn == "" {
+		return work.Item{}, molt.NotFound("turn of key %s not found", key)
+	}
+	return s.store.GetItem(ctx, work.KindTurn, d.Turn)
+}
+
+// createTurn is CreateTurn remembering the message under key (when not ""):
+// the key's item is created in the turn's write, and a key that exists already
+// answers the turn it made, posting nothing.
+func (s *Service) createTurn(ctx context.Context, sess session.Session, text string, compactOnly bool, key string) (work.Item, error) {
 	for try := 0; try < maxSeqRaces; try++ {
-		id := fixed
-		if id == "" {
-			id = s.ids.NewID()
-		}
+		id := s.ids.NewID()
 		d := TurnData{SessionID: sess.ID, UserSeq: sess.NextSeq, CompactOnly: compactOnly}
 		it := work.Item{Kind: work.KindTurn, ID: id, Workspace: sess.Workspace, LockKey: LockKey(sess.ID), Data: d.encode()}
 		msg := session.Message{SessionID: sess.ID, Seq: sess.NextSeq, Role: session.RoleUser, Text: text,
 			TurnID: id, CreatedAt: s.clock.Now().UTC()}
-		created, err := s.proto.Create(ctx, it, session.AppendMessage{Message: msg})
-		if fixed != "" && molt.ErrorReason(err) == work.ReasonExists {
-			return s.store.GetItem(ctx, work.KindTurn, fixed)
+		also := []work.Op{session.AppendMessage{Message: msg}}
+		if key != "" {
+			now := s.clock.Now().UTC()
+			kd, _ := json.Marshal(turnKey{Turn: id})
+			also = append(also, work.CreateItem{Item: work.Item{Kind: KindTurnKey, ID: key, Workspace: sess.Workspace,
+				Status: "recorded", Data: kd, CreatedAt: now, UpdatedAt: now, OpID: s.ids.NewID(),
+				ExpiresAt: now.Add(TurnKeyTTL)}})
+		}
+		created, err := s.proto.Create(ctx, it, also...)
+		if _, dup := work.FailedOp(err).(work.CreateItem); dup {
+			return s.TurnByKey(ctx, key) // sent before: the turn it made
 		}
 		if molt.ErrorReason(err) == work.ReasonAlsoFailed {
 			// Another message took the seq (or the session is gone): read it again.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/session"
 )
 
 // Tool is a tool an agent can call. Run gets the model's input (a JSON object) and
@@ -17,6 +18,32 @@ import (
 type Tool struct {
 	Spec model.Tool
 	Run  func(ctx context.Context, input json.RawMessage) (string, error)
+	// Egress: the tool reaches hosts outside molt (web search, fetch).
+	Egress bool
+	// CrossWorkspace: the tool acts on workspaces other than the turn's.
+	CrossWorkspace bool
+}
+
+// ToolGate narrows the tools a turn of sess is offered (a policy such as a
+// campaign's, see internal/a2a); it returns a subset of tools.
+type ToolGate func(ctx context.Context, sess session.Session, tools []Tool) []Tool
+
+// GateTools registers the tool gate. Register it before serving.
+func (s *Service) GateTools(fn ToolGate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.toolGate = fn
+}
+
+// gateTools applies the tool gate, if one is registered.
+func (s *Service) gateTools(ctx context.Context, sess session.Session, tools []Tool) []Tool {
+	s.mu.RLock()
+	fn := s.toolGate
+	s.mu.RUnlock()
+	if fn == nil {
+		return tools
+	}
+	return fn(ctx, sess, tools)
 }
 
 // Tools is a registry of tools by name. It is safe for concurrent use.

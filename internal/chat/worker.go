@@ -326,6 +326,7 @@ func (s *Service) answer(ctx context.Context, d TurnData, sess session.Session, 
 	if len(unknown) > 0 {
 		s.log.DebugContext(ctx, "agent lists tools this runtime does not have", slog.Any("tools", unknown))
 	}
+	tools = s.gateTools(ctx, sess, tools)
 	res, err := Loop{Model: s.model, System: withSummary(prompt.System, summary), Messages: ModelMessages(entries),
 		Tools: tools, MaxSteps: s.cfg.MaxSteps, MaxTokens: maxTokens, Timeout: s.cfg.ModelTimeout}.Run(ctx)
 	if err != nil {

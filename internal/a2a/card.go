@@ -113,14 +113,21 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, ref agentRef
 	case h.cfg.Streaming:
 		streamURL = url
 	}
-	ifaces := []any{
-		map[string]any{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-		map[string]any{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+	// Where this endpoint cannot stream (API Gateway) but the streaming
+	// function URL exists, that URL comes first: it serves every method, and
+	// a client that reads only the primary URL (v0.3's url) streams there.
+	primary, other := url, streamURL
+	if !h.cfg.Streaming && streamURL != "" {
+		primary, other = streamURL, url
 	}
-	if streamURL != "" && streamURL != url {
+	ifaces := []any{
+		map[string]any{"url": primary, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+		map[string]any{"url": primary, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+	}
+	if other != "" && other != primary {
 		ifaces = append(ifaces,
-			map[string]any{"url": streamURL, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-			map[string]any{"url": streamURL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+			map[string]any{"url": other, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+			map[string]any{"url": other, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
 	}
 	bearer := map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer",
 		"description": "a molt token: full, or a workspace token of this workspace (readonly may only read tasks)"}}
@@ -141,11 +148,11 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, ref agentRef
 	if v := r.Header.Get("A2A-Version"); !strings.HasPrefix(strings.TrimSpace(v), "1") {
 		// A v0.3 client (a2a-go v0.3.3) reads only these, and needs the scheme's
 		// type; the v1.0 fields stay for clients that read both.
-		card["url"], card["preferredTransport"], card["protocolVersion"] = url, "JSONRPC", "0.3.0"
+		card["url"], card["preferredTransport"], card["protocolVersion"] = primary, "JSONRPC", "0.3.0"
 		bearer["type"], bearer["scheme"] = "http", "bearer"
 		card["security"] = []any{map[string]any{"bearer": []string{}}}
-		if streamURL != "" && streamURL != url {
-			card["additionalInterfaces"] = []any{map[string]any{"url": streamURL, "transport": "JSONRPC"}}
+		if other != "" && other != primary {
+			card["additionalInterfaces"] = []any{map[string]any{"url": other, "transport": "JSONRPC"}}
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdaurl"
+
+	"github.com/molt-dev/molt/internal/a2a"
+	"github.com/molt-dev/molt/internal/httpapi"
 )
 
 // TestFunctionURLStream serves the streaming function's handler
@@ -79,5 +83,46 @@ func TestFunctionURLStream(t *testing.T) {
 	}
 	if len(kinds) < 3 || kinds[0] != "task" || kinds[len(kinds)-1] != "statusUpdate" || !strings.Contains(strings.Join(kinds, ","), "artifactUpdate") {
 		t.Errorf("stream events %v through lambdaurl, want task … artifactUpdate … statusUpdate", kinds)
+	}
+}
+
+// TestCardBehindAPIGateway: where the endpoint cannot stream (API Gateway) and
+// a streaming function URL is configured, the card's primary interface — the
+// one a v0.3 client reads as its url — is the function URL, which serves every
+// method, and the API's own URL is listed after it.
+func TestCardBehindAPIGateway(t *testing.T) {
+	e := setup(t)
+	const stream = "https://abcdefgh.lambda-url.eu-west-1.on.aws"
+	h := httpapi.New(httpapi.Config{Store: e.app.Store,
+		A2A: a2a.New(a2a.Config{Store: e.app.Store, Chat: e.app.Chat, StreamURL: stream, Streaming: false})})
+	for _, v := range []string{"", "1.0"} {
+		req := httptest.NewRequest("GET", "/a2a/acme/main/.well-known/agent-card.json", nil)
+		if v != "" {
+			req.Header.Set("A2A-Version", v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var card struct {
+			URL        string `json:"url"`
+			Interfaces []struct {
+				URL string `json:"url"`
+			} `json:"supportedInterfaces"`
+			Additional []struct {
+				URL string `json:"url"`
+			} `json:"additionalInterfaces"`
+			Capabilities struct {
+				Streaming bool `json:"streaming"`
+			} `json:"capabilities"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &card); err != nil || rec.Code != 200 {
+			t.Fatalf("card (version %q): %d %s", v, rec.Code, rec.Body)
+		}
+		want := stream + "/a2a/acme/main"
+		if len(card.Interfaces) != 4 || card.Interfaces[0].URL != want || card.Interfaces[2].URL == want || !card.Capabilities.Streaming {
+			t.Fatalf("card (version %q) interfaces %+v, want the function URL first", v, card.Interfaces)
+		}
+		if v == "" && (card.URL != want || len(card.Additional) != 1 || card.Additional[0].URL == want) {
+			t.Fatalf("v0.3 card url %q additional %+v, want the function URL as url", card.URL, card.Additional)
+		}
 	}
 }

@@ -5,7 +5,9 @@
 //
 // # Concurrency
 //
-// The file is opened in WAL mode with a busy timeout. Writes go through one
+// The file is opened in WAL mode with a busy timeout, and synchronous=FULL unless
+// Options.Sync is SyncNormal (MOLT_SQLITE_SYNC=normal): an acknowledged write
+// survives a power loss. Writes go through one
 // connection per Store, so writers of one process queue in Go rather than inside
 // SQLite; each write is one BEGIN IMMEDIATE transaction, which takes the write lock
 // up front, so a transaction never has to upgrade a read lock and fail with

@@ -26,6 +26,34 @@ type Options struct {
 	Clock  molt.Clock       // nil → molt.SystemClock{}
 	IDs    molt.IDs         // nil → &molt.SortableIDs{Clock: Clock}
 	Faults *faults.Injector // nil → no faults
+	// Sync is the durability of a commit: SyncFull (the default, for "") or
+	// SyncNormal.
+	Sync Sync
+}
+
+// Sync is SQLite's synchronous setting for the write connection.
+type Sync string
+
+// The durability settings (MOLT_SQLITE_SYNC).
+const (
+	// SyncFull fsyncs the write-ahead log at every commit: an acknowledged write
+	// survives a power loss.
+	SyncFull Sync = "full"
+	// SyncNormal fsyncs only at checkpoints: faster, but the last acknowledged
+	// writes can be lost on a power loss or OS crash (not on a process crash).
+	SyncNormal Sync = "normal"
+)
+
+// ParseSync reads a durability setting: "" (SyncFull), "full" or "normal", in
+// any case; EINVALID otherwise.
+func ParseSync(v string) (Sync, error) {
+	switch s := Sync(strings.ToLower(strings.TrimSpace(v))); s {
+	case "":
+		return SyncFull, nil
+	case SyncFull, SyncNormal:
+		return s, nil
+	}
+	return "", molt.Invalid("sync", "sqlite sync must be %q or %q, not %q", SyncFull, SyncNormal, v)
 }
 
 // Store is the state port on one SQLite file. It is safe for concurrent use, and
@@ -68,6 +96,10 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	_ = f.Close()
+	sync, err := ParseSync(string(o.Sync))
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{clock: o.Clock, ids: o.IDs}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
@@ -78,7 +110,7 @@ func Open(path string, o Options) (*Store, error) {
 
 	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 	s.wdb, err = sql.Open("sqlite", dsn(abs, busy, "_pragma=journal_mode(WAL)",
-		"_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate"))
+		"_pragma=synchronous("+strings.ToUpper(string(sync))+")", "_pragma=foreign_keys(1)", "_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}

@@ -1,0 +1,278 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// maxGroup bounds the writes committed together in one transaction.
+const maxGroup = 64
+
+// groupWriter runs the writes of every goroutine of a Store on its single write
+// connection, with group commit: one goroutine takes what is queued when the
+// connection frees up (at most maxGroup writes; a lone write never waits for
+// company) and runs it as one BEGIN IMMEDIATE transaction, each write inside its
+// own savepoint. A write whose fn fails is rolled back to its savepoint and gets
+// its own error; the others are released, and the transaction commits once, so
+// the group shares one fsync. Every write is still all-or-nothing and sees the
+// writes queued before it, as if they had run one after the other.
+type groupWriter struct {
+	db *sql.DB
+
+	mu     sync.Mutex
+	queue  []*request
+	closed bool
+
+	wake    chan struct{} // capacity 1: the queue may not be empty, or closed was set
+	stopped chan struct{} // closed when the loop returns
+
+	groups  atomic.Int64 // transactions committed
+	members atomic.Int64 // writes in them (including those rolled back to their savepoint)
+}
+
+// request is one write waiting for its group.
+type request struct {
+	ctx  context.Context
+	fn   func(q querier) error
+	done chan error // capacity 1: the write's result
+}
+
+var errClosed = errors.New("sqlite store is closed")
+
+func newGroupWriter(db *sql.DB) *groupWriter {
+	g := &groupWriter{db: db, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// write queues fn and waits for its result. A write whose context ends while it
+// is queued is dropped with EUNAVAILABLE (nothing written); once its group has
+// taken it, it waits for the group's outcome, which does not take long.
+func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error {
+	if err := ctx.Err(); err != nil {
+		return molt.Unavailable(err, "no sqlite connection")
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return molt.Unavailable(errClosed, "no sqlite connection")
+	}
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+	g.signal()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		if g.dequeue(r) {
+			return molt.Unavailable(ctx.Err(), "no sqlite connection")
+		}
+		return <-r.done
+	}
+}
+
+func (g *groupWriter) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dequeue removes r from the queue; false when a group has already taken it.
+func (g *groupWriter) dequeue(r *request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.queue, r)
+	if i < 0 {
+		return false
+	}
+	g.queue = slices.Delete(g.queue, i, i+1)
+	return true
+}
+
+// close stops taking writes, lets the loop finish those queued, and waits for it.
+func (g *groupWriter) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.signal()
+	<-g.stopped
+}
+
+func (g *groupWriter) loop() {
+	defer close(g.stopped)
+	for {
+		g.mu.Lock()
+		n := min(len(g.queue), maxGroup)
+		batch := slices.Clone(g.queue[:n])
+		g.queue = slices.Delete(g.queue, 0, n)
+		closed := g.closed
+		g.mu.Unlock()
+		if n > 0 {
+			g.run(batch)
+			continue
+		}
+		if closed {
+			return
+		}
+		<-g.wake
+	}
+}
+
+// run commits batch, retrying (from scratch) while another process holds the
+// write lock past the busy timeout, and at once, without the write at fault,
+// when one write's failure ended the whole transaction.
+func (g *groupWriter) run(batch []*request) {
+	deadline := time.Now().Add(maxBusyWait)
+	delay := 2 * time.Millisecond
+	for len(batch) > 0 {
+		rest, busy := g.once(batch)
+		if busy == nil {
+			batch = rest
+			continue
+		}
+		// Busy before anything was committed: the transaction was rolled back.
+		if time.Now().After(deadline) {
+			deliver(rest, busy)
+			return
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 200*time.Millisecond)
+		batch = rest
+	}
+}
+
+// deliver gives every request of rs the result err.
+func deliver(rs []*request, err error) {
+	for _, r := range rs {
+		r.done <- err
+	}
+}
+
+// once runs batch in one transaction and delivers the results it can. rest are
+// the writes to run again (nothing of theirs was committed, and they have no
+// result yet); busy is set when that is because SQLite stayed busy (the caller
+// backs off) rather than because one write ended the transaction.
+func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
+	bg := context.Background()
+	live := make([]*request, 0, len(batch))
+	for _, r := range batch {
+		// A write whose caller gave up before it started is not started: nothing
+		// of it is written, and the caller may simply retry.
+		if err := r.ctx.Err(); err != nil {
+			r.done <- molt.Unavailable(err, "no sqlite connection")
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	// Until BEGIN succeeds nothing can have been written: such failures are
+	// EUNAVAILABLE, which tells the caller it may simply retry.
+	c, err := g.db.Conn(bg)
+	if err != nil {
+		deliver(live, molt.Unavailable(err, "no sqlite connection"))
+		return nil, nil
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(bg, "BEGIN IMMEDIATE"); err != nil {
+		err = molt.Unavailable(err, "begin transaction")
+		if isBusy(err) {
+			return live, err
+		}
+		deliver(live, err)
+		return nil, nil
+	}
+	results := make([]error, len(live))
+	for i, r := range live {
+		err := g.member(c, r)
+		if err == nil {
+			continue
+		}
+		var aborted *abortError
+		if !errors.As(err, &aborted) {
+			results[i] = translate(err)
+			continue
+		}
+		// The write's failure ended the shared transaction (SQLite rolls a
+		// transaction back on some errors): nothing of the group was written.
+		rollback(bg, c)
+		if isBusy(aborted.err) {
+			return live, translate(aborted.err)
+		}
+		r.done <- translate(aborted.err)
+		return slices.Delete(slices.Clone(live), i, i+1), nil
+	}
+	// Once the work is done, finish the commit even if callers give up now: that
+	// keeps the outcome known more often.
+	if _, err := c.ExecContext(bg, "COMMIT"); err != nil {
+		rollback(bg, c)
+		// The outcome of every write of the group is unknown, even of one whose
+		// condition failed against another's writes.
+		deliver(live, fmt.Errorf("commit transaction: %w", translate(err)))
+		return nil, nil
+	}
+	g.groups.Add(1)
+	g.members.Add(int64(len(live)))
+	for i, r := range live {
+		r.done <- results[i]
+	}
+	return nil, nil
+}
+
+// abortError is a write's failure that also ended the shared transaction.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+
+// member runs r's fn inside a savepoint of the group's transaction and keeps
+// its writes (RELEASE) when it returns nil, or undoes them (ROLLBACK TO) and
+// returns its error. The error is an *abortError when the transaction itself
+// is gone.
+func (g *groupWriter) member(c *sql.Conn, r *request) error {
+	bg := context.Background()
+	if _, err := c.ExecContext(bg, "SAVEPOINT member"); err != nil {
+		return &abortError{fmt.Errorf("savepoint: %w", err)}
+	}
+	err := r.fn(detached{c})
+	if err == nil {
+		if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+			return &abortError{fmt.Errorf("release savepoint: %w", rerr)}
+		}
+		return nil
+	}
+	if _, rerr := c.ExecContext(bg, "ROLLBACK TO member"); rerr != nil {
+		return &abortError{err}
+	}
+	if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+		return &abortError{err}
+	}
+	return err
+}
+
+// detached runs a write's statements without its context's cancellation: a
+// cancelled statement interrupts the connection, which would roll back the
+// whole group's transaction, not only that write.
+type detached struct{ c *sql.Conn }
+
+func (d detached) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.c.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (d detached) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.c.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (d detached) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.c.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+}

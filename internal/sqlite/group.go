@@ -195,7 +195,7 @@ func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
 	}
 	results := make([]error, len(live))
 	for i, r := range live {
-		err := g.member(c, r)
+		err := g.member(c, r, len(live) == 1)
 		if err == nil {
 			continue
 		}
@@ -205,7 +205,8 @@ func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
 			continue
 		}
 		// The write's failure ended the shared transaction (SQLite rolls a
-		// transaction back on some errors): nothing of the group was written.
+		// transaction back on some errors; a lone write's failure ends its own):
+		// nothing of the group was written.
 		rollback(bg, c)
 		if isBusy(aborted.err) {
 			return live, translate(aborted.err)
@@ -238,9 +239,16 @@ func (e *abortError) Error() string { return e.err.Error() }
 // member runs r's fn inside a savepoint of the group's transaction and keeps
 // its writes (RELEASE) when it returns nil, or undoes them (ROLLBACK TO) and
 // returns its error. The error is an *abortError when the transaction itself
-// is gone.
-func (g *groupWriter) member(c *sql.Conn, r *request) error {
+// is gone, or has to go: a lone write runs without a savepoint (saving two
+// statements), so its failure rolls back the whole transaction.
+func (g *groupWriter) member(c *sql.Conn, r *request, lone bool) error {
 	bg := context.Background()
+	if lone {
+		if err := r.fn(detached{c}); err != nil {
+			return &abortError{err}
+		}
+		return nil
+	}
 	if _, err := c.ExecContext(bg, "SAVEPOINT member"); err != nil {
 		return &abortError{fmt.Errorf("savepoint: %w", err)}
 	}

@@ -17,22 +17,25 @@ import (
 const maxGroup = 64
 
 // groupWriter runs the writes of every goroutine of a Store on its single write
-// connection, with group commit: one goroutine takes what is queued when the
-// connection frees up (at most maxGroup writes; a lone write never waits for
-// company) and runs it as one BEGIN IMMEDIATE transaction, each write inside its
-// own savepoint. A write whose fn fails is rolled back to its savepoint and gets
-// its own error; the others are released, and the transaction commits once, so
-// the group shares one fsync. Every write is still all-or-nothing and sees the
-// writes queued before it, as if they had run one after the other.
+// connection, with group commit: the writes queued when the connection frees up
+// (at most maxGroup; a lone write never waits for company) run as one BEGIN
+// IMMEDIATE transaction, each inside its own savepoint. A write whose fn fails
+// is rolled back to its savepoint and gets its own error; the others are
+// released, and the transaction commits once, so the group shares one fsync.
+// Every write is still all-or-nothing and sees the writes queued before it, as
+// if they had run one after the other.
+//
+// There is no writer goroutine: the caller that finds the connection free leads
+// (runs the group, its own write first), then hands the lead to the first write
+// still queued, so a lone write runs on its caller's goroutine.
 type groupWriter struct {
 	db *sql.DB
 
-	mu     sync.Mutex
-	queue  []*request
-	closed bool
-
-	wake    chan struct{} // capacity 1: the queue may not be empty, or closed was set
-	stopped chan struct{} // closed when the loop returns
+	mu      sync.Mutex
+	queue   []*request
+	leading bool       // a caller is running a group, or has been told to
+	closed  bool       // no more writes are taken
+	idle    *sync.Cond // on mu: leading became false
 
 	groups  atomic.Int64 // transactions committed
 	members atomic.Int64 // writes in them (including those rolled back to their savepoint)
@@ -42,36 +45,47 @@ type groupWriter struct {
 type request struct {
 	ctx  context.Context
 	fn   func(q querier) error
-	done chan error // capacity 1: the write's result
+	done chan error    // capacity 1: the write's result
+	lead chan struct{} // capacity 1: the caller is to run the next group
 }
 
 var errClosed = errors.New("sqlite store is closed")
 
 func newGroupWriter(db *sql.DB) *groupWriter {
-	g := &groupWriter{db: db, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go g.loop()
+	g := &groupWriter{db: db}
+	g.idle = sync.NewCond(&g.mu)
 	return g
 }
 
-// write queues fn and waits for its result. A write whose context ends while it
-// is queued is dropped with EUNAVAILABLE (nothing written); once its group has
-// taken it, it waits for the group's outcome, which does not take long.
+// write queues fn and waits for its result, running the group itself when the
+// connection is free or the lead is handed to it. A write whose context ends
+// while it is queued is dropped with EUNAVAILABLE (nothing written); once a
+// group has taken it, it waits for the group's outcome, which does not take
+// long.
 func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error {
 	if err := ctx.Err(); err != nil {
 		return molt.Unavailable(err, "no sqlite connection")
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return molt.Unavailable(errClosed, "no sqlite connection")
 	}
 	g.queue = append(g.queue, r)
+	if !g.leading {
+		g.leading = true
+		g.mu.Unlock()
+		g.lead()
+		return <-r.done
+	}
 	g.mu.Unlock()
-	g.signal()
 	select {
 	case err := <-r.done:
 		return err
+	case <-r.lead:
+		g.lead()
+		return <-r.done
 	case <-ctx.Done():
 		if g.dequeue(r) {
 			return molt.Unavailable(ctx.Err(), "no sqlite connection")
@@ -80,14 +94,31 @@ func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error
 	}
 }
 
-func (g *groupWriter) signal() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
+// lead runs one group of what is queued, then hands the lead on.
+func (g *groupWriter) lead() {
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+	g.run(batch)
+	g.mu.Lock()
+	g.handOffLocked()
+	g.mu.Unlock()
+}
+
+// handOffLocked gives the lead to the first queued write, or frees it.
+func (g *groupWriter) handOffLocked() {
+	if len(g.queue) > 0 {
+		g.queue[0].lead <- struct{}{}
+		return
 	}
+	g.leading = false
+	g.idle.Broadcast()
 }
 
 // dequeue removes r from the queue; false when a group has already taken it.
+// When r had been handed the lead, it passes it on.
 func (g *groupWriter) dequeue(r *request) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -96,35 +127,21 @@ func (g *groupWriter) dequeue(r *request) bool {
 		return false
 	}
 	g.queue = slices.Delete(g.queue, i, i+1)
+	select {
+	case <-r.lead:
+		g.handOffLocked()
+	default:
+	}
 	return true
 }
 
-// close stops taking writes, lets the loop finish those queued, and waits for it.
+// close stops taking writes and waits until those queued are done.
 func (g *groupWriter) close() {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.closed = true
-	g.mu.Unlock()
-	g.signal()
-	<-g.stopped
-}
-
-func (g *groupWriter) loop() {
-	defer close(g.stopped)
-	for {
-		g.mu.Lock()
-		n := min(len(g.queue), maxGroup)
-		batch := slices.Clone(g.queue[:n])
-		g.queue = slices.Delete(g.queue, 0, n)
-		closed := g.closed
-		g.mu.Unlock()
-		if n > 0 {
-			g.run(batch)
-			continue
-		}
-		if closed {
-			return
-		}
-		<-g.wake
+	for g.leading {
+		g.idle.Wait()
 	}
 }
 

@@ -113,3 +113,35 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 		t.Fatalf("cancelled commit was written: %v", err)
 	}
 }
+
+// TestGroupCommitClose: Close waits for the writes queued, and a write after it
+// fails with EUNAVAILABLE.
+func TestGroupCommitClose(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	release := sqlite.HoldWriter(e.s)
+	queued := make(chan error, 1)
+	go func() { queued <- e.s.Commit(e.ctx, work.CreateItem{Item: e.item("a")}) }()
+	waitQueued(t, e.s, 1)
+	closed := make(chan error, 1)
+	go func() { closed <- e.s.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a write was running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := release(); err != nil {
+		t.Fatalf("held write: %v", err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatalf("write queued before Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	wantCode(t, e.s.Commit(e.ctx, work.CreateItem{Item: e.item("b")}), molt.EUNAVAILABLE)
+	s := e.open()
+	if _, err := s.GetItem(e.ctx, kindT, "a"); err != nil {
+		t.Fatalf("write queued before Close is lost: %v", err)
+	}
+}

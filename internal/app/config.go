@@ -48,6 +48,9 @@ type Config struct {
 	// Search configures web search and fetch (zero: auto without SearXNG, i.e.
 	// DuckDuckGo); see search.ConfigFromEnv for its variables.
 	Search search.Config
+	// SQLiteSync is the local store's durability (MOLT_SQLITE_SYNC): SyncFull
+	// (the default, for "") or SyncNormal; see sqlite.Sync.
+	SQLiteSync string
 
 	envErr error // a malformed tuning variable, reported by Validate
 }
@@ -67,6 +70,13 @@ const (
 	EnvA2AStreamURL  = "MOLT_A2A_STREAM_URL" // the streaming function URL's base
 
 	EnvRequestTimeout = "MOLT_REQUEST_TIMEOUT" // deadline of an API request, e.g. 25s
+	EnvSQLiteSync     = "MOLT_SQLITE_SYNC"     // local store durability: full (default) or normal
+)
+
+// The values of MOLT_SQLITE_SYNC.
+const (
+	SyncFull   = "full"   // fsync at every commit (the default)
+	SyncNormal = "normal" // fsync at checkpoints: the last acknowledged writes can be lost on power loss
 )
 
 // ConfigFromEnv reads the configuration from environment variables (environ is
@@ -122,6 +132,15 @@ func ConfigFromEnv(environ []string) Config {
 		c.RequestTimeout = d
 	}
 	c.Search = search.ConfigFromEnv(environ)
+	switch v := strings.ToLower(strings.TrimSpace(env[EnvSQLiteSync])); v {
+	case "", SyncFull:
+		c.SQLiteSync = SyncFull
+	case SyncNormal:
+		c.SQLiteSync = SyncNormal
+	default:
+		c.envErr = errors.Join(c.envErr, molt.Invalid(EnvSQLiteSync, "%s must be %q (the default) or %q, not %q",
+			EnvSQLiteSync, SyncFull, SyncNormal, env[EnvSQLiteSync]))
+	}
 	return c
 }
 

@@ -23,3 +23,23 @@ func TestRequestTimeoutFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestSQLiteSyncFromEnv(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{"": app.SyncFull, "full": app.SyncFull, "FULL": app.SyncFull, "normal": app.SyncNormal, " Normal ": app.SyncNormal}
+	for v, want := range cases {
+		c := app.ConfigFromEnv([]string{"MOLT_SQLITE_SYNC=" + v})
+		if err := c.Validate(); err != nil || c.SQLiteSync != want {
+			t.Errorf("MOLT_SQLITE_SYNC=%q: sync %q, err %v; want %q", v, c.SQLiteSync, err, want)
+		}
+	}
+	if c := app.ConfigFromEnv(nil); c.SQLiteSync != app.SyncFull {
+		t.Errorf("unset: sync %q, want %q (durable by default)", c.SQLiteSync, app.SyncFull)
+	}
+	for _, bad := range []string{"off", "extra", "1"} {
+		c := app.ConfigFromEnv([]string{"MOLT_SQLITE_SYNC=" + bad})
+		if err := c.Validate(); molt.ErrorCode(err) != molt.EINVALID {
+			t.Errorf("MOLT_SQLITE_SYNC=%s: Validate() = %v, want EINVALID", bad, err)
+		}
+	}
+}

@@ -48,7 +48,11 @@ func Open(cfg app.Config, clock molt.Clock, ids molt.IDs) (app.Deps, error) {
 			return app.Deps{}, fmt.Errorf("create data dir: %w", err)
 		}
 	}
-	st, err := sqlite.Open(cfg.DBPath(), sqlite.Options{Clock: clock, IDs: ids})
+	sync, err := sqlite.ParseSync(cfg.SQLiteSync)
+	if err != nil {
+		return app.Deps{}, fmt.Errorf("open store: %w", err)
+	}
+	st, err := sqlite.Open(cfg.DBPath(), sqlite.Options{Clock: clock, IDs: ids, Sync: sync})
 	if err != nil {
 		return app.Deps{}, fmt.Errorf("open store: %w", err)
 	}

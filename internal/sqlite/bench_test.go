@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,10 +10,15 @@ import (
 	"github.com/molt-dev/molt/internal/storetest"
 )
 
-// BenchmarkClaims: claim cycle cost and 16 concurrent claimers on a SQLite file.
+// BenchmarkClaims: claim cycle cost and 16 concurrent claimers on a SQLite file,
+// at the durability MOLT_SQLITE_SYNC names (default full).
 func BenchmarkClaims(b *testing.B) {
+	sync, err := sqlite.ParseSync(os.Getenv("MOLT_SQLITE_SYNC"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	storetest.BenchClaims(b, func(b *testing.B, o storetest.Options) (store.Store, storetest.Counter) {
-		s, err := sqlite.Open(filepath.Join(b.TempDir(), "molt.db"), sqlite.Options{Clock: o.Clock, IDs: o.IDs})
+		s, err := sqlite.Open(filepath.Join(b.TempDir(), "molt.db"), sqlite.Options{Clock: o.Clock, IDs: o.IDs, Sync: sync})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,6 +26,34 @@ type Options struct {
 	Clock  molt.Clock       // nil → molt.SystemClock{}
 	IDs    molt.IDs         // nil → &molt.SortableIDs{Clock: Clock}
 	Faults *faults.Injector // nil → no faults
+	// Sync is the durability of a commit: SyncFull (the default, for "") or
+	// SyncNormal.
+	Sync Sync
+}
+
+// Sync is SQLite's synchronous setting for the write connection.
+type Sync string
+
+// The durability settings (MOLT_SQLITE_SYNC).
+const (
+	// SyncFull fsyncs the write-ahead log at every commit: an acknowledged write
+	// survives a power loss.
+	SyncFull Sync = "full"
+	// SyncNormal fsyncs only at checkpoints: faster, but the last acknowledged
+	// writes can be lost on a power loss or OS crash (not on a process crash).
+	SyncNormal Sync = "normal"
+)
+
+// ParseSync reads a durability setting: "" (SyncFull), "full" or "normal", in
+// any case; EINVALID otherwise.
+func ParseSync(v string) (Sync, error) {
+	switch s := Sync(strings.ToLower(strings.TrimSpace(v))); s {
+	case "":
+		return SyncFull, nil
+	case SyncFull, SyncNormal:
+		return s, nil
+	}
+	return "", molt.Invalid("sync", "sqlite sync must be %q or %q, not %q", SyncFull, SyncNormal, v)
 }
 
 // Store is the state port on one SQLite file. It is safe for concurrent use, and
@@ -34,9 +62,10 @@ type Store struct {
 	clock molt.Clock
 	ids   molt.IDs
 
-	rdb *sql.DB // reads: a pool of query-only connections
-	wdb *sql.DB // writes: one connection
-	w   writer  // every write goes through w (wrapped with faults when set)
+	rdb *sql.DB      // reads: a pool of query-only connections
+	wdb *sql.DB      // writes: one connection
+	g   *groupWriter // runs the writes on wdb, in groups
+	w   writer       // every write goes through w (g, wrapped with faults when set)
 }
 
 // busyTimeout is how long SQLite itself waits for another connection's lock before
@@ -68,6 +97,10 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	_ = f.Close()
+	sync, err := ParseSync(string(o.Sync))
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{clock: o.Clock, ids: o.IDs}
 	if s.clock == nil {
 		s.clock = molt.SystemClock{}
@@ -78,7 +111,7 @@ func Open(path string, o Options) (*Store, error) {
 
 	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 	s.wdb, err = sql.Open("sqlite", dsn(abs, busy, "_pragma=journal_mode(WAL)",
-		"_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate"))
+		"_pragma=synchronous("+strings.ToUpper(string(sync))+")", "_pragma=foreign_keys(1)", "_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -87,8 +120,9 @@ func Open(path string, o Options) (*Store, error) {
 	s.wdb.SetMaxIdleConns(1)
 	s.wdb.SetConnMaxIdleTime(0)
 	s.wdb.SetConnMaxLifetime(0)
-	cw := &connWriter{db: s.wdb}
-	if err := migrate(context.Background(), cw); err != nil {
+	s.g = newGroupWriter(s.wdb)
+	if err := migrate(context.Background(), s.g); err != nil {
+		s.g.close()
 		_ = s.wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -96,6 +130,7 @@ func Open(path string, o Options) (*Store, error) {
 	// The journal mode is persistent and set above; readers only need the timeout.
 	s.rdb, err = sql.Open("sqlite", dsn(abs, busy, "_pragma=query_only(1)"))
 	if err != nil {
+		s.g.close()
 		_ = s.wdb.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -106,15 +141,19 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 
-	s.w = cw
+	s.w = s.g
 	if o.Faults != nil {
-		s.w = faultWriter{next: cw, faults: o.Faults}
+		s.w = faultWriter{next: s.g, faults: o.Faults}
 	}
 	return s, nil
 }
 
-// Close closes the file's connections.
+// Close finishes the writes already queued and closes the file's connections;
+// later writes fail with EUNAVAILABLE.
 func (s *Store) Close() error {
+	if s.g != nil {
+		s.g.close()
+	}
 	var errs []error
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
@@ -143,69 +182,16 @@ type querier interface {
 }
 
 // writer is the narrow interface around the database connection that every write
-// of the Store goes through: one call is one transaction, and one write as far as
-// fault injection is concerned.
+// of the Store goes through: one call is all-or-nothing (one savepoint of a group
+// transaction, see groupWriter), and one write as far as fault injection is
+// concerned.
 type writer interface {
-	// write runs fn in one write transaction and commits it when fn returns nil;
-	// otherwise it rolls back and returns fn's error.
+	// write runs fn in a write transaction and commits its writes when fn
+	// returns nil; otherwise it undoes them and returns fn's error.
 	write(ctx context.Context, fn func(q querier) error) error
 }
 
-// connWriter runs write transactions on the single write connection.
-type connWriter struct{ db *sql.DB }
-
-func (w *connWriter) write(ctx context.Context, fn func(q querier) error) error {
-	deadline := time.Now().Add(maxBusyWait)
-	delay := 2 * time.Millisecond
-	for {
-		retry, err := w.once(ctx, fn)
-		if err == nil || !retry {
-			return err
-		}
-		// Busy before anything was committed: another process holds the write lock
-		// beyond the busy timeout. The transaction was rolled back; try it again.
-		// A busy BEGIN is already EUNAVAILABLE; a busy statement inside the
-		// transaction (not expected with BEGIN IMMEDIATE) is returned as it is.
-		if time.Now().After(deadline) {
-			return err
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		delay = min(delay*2, 200*time.Millisecond)
-	}
-}
-
-// once runs fn in one BEGIN IMMEDIATE transaction. retry reports that the
-// transaction failed with SQLITE_BUSY and was not committed.
-func (w *connWriter) once(ctx context.Context, fn func(q querier) error) (retry bool, err error) {
-	// Until BEGIN succeeds nothing can have been written: such failures are
-	// EUNAVAILABLE, which tells the caller it may simply retry.
-	c, err := w.db.Conn(ctx)
-	if err != nil {
-		return false, molt.Unavailable(err, "no sqlite connection")
-	}
-	defer c.Close()
-	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return isBusy(err), molt.Unavailable(err, "begin transaction")
-	}
-	if err := fn(c); err != nil {
-		rollback(ctx, c)
-		return isBusy(err), translate(err)
-	}
-	// Once the work is done, finish the commit even if the caller gives up now:
-	// that keeps the outcome known more often.
-	if _, err := c.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
-		rollback(ctx, c)
-		return false, fmt.Errorf("commit transaction: %w", translate(err))
-	}
-	return false, nil
-}
-
+// rollback ends c's transaction without writing it.
 func rollback(ctx context.Context, c *sql.Conn) {
 	// The transaction may already be gone (an interrupted statement rolls back);
 	// the error then says so and there is nothing to undo.

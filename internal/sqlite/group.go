@@ -1,0 +1,303 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/molt-dev/molt/internal/molt"
+)
+
+// maxGroup bounds the writes committed together in one transaction.
+const maxGroup = 64
+
+// groupWriter runs the writes of every goroutine of a Store on its single write
+// connection, with group commit: the writes queued when the connection frees up
+// (at most maxGroup; a lone write never waits for company) run as one BEGIN
+// IMMEDIATE transaction, each inside its own savepoint. A write whose fn fails
+// is rolled back to its savepoint and gets its own error; the others are
+// released, and the transaction commits once, so the group shares one fsync.
+// Every write is still all-or-nothing and sees the writes queued before it, as
+// if they had run one after the other.
+//
+// There is no writer goroutine: the caller that finds the connection free leads
+// (runs the group, its own write first), then hands the lead to the first write
+// still queued, so a lone write runs on its caller's goroutine.
+type groupWriter struct {
+	db *sql.DB
+
+	mu      sync.Mutex
+	queue   []*request
+	leading bool       // a caller is running a group, or has been told to
+	closed  bool       // no more writes are taken
+	idle    *sync.Cond // on mu: leading became false
+
+	groups  atomic.Int64 // transactions committed
+	members atomic.Int64 // writes in them (including those rolled back to their savepoint)
+}
+
+// request is one write waiting for its group.
+type request struct {
+	ctx  context.Context
+	fn   func(q querier) error
+	done chan error    // capacity 1: the write's result
+	lead chan struct{} // capacity 1: the caller is to run the next group
+}
+
+var errClosed = errors.New("sqlite store is closed")
+
+func newGroupWriter(db *sql.DB) *groupWriter {
+	g := &groupWriter{db: db}
+	g.idle = sync.NewCond(&g.mu)
+	return g
+}
+
+// write queues fn and waits for its result, running the group itself when the
+// connection is free or the lead is handed to it. A write whose context ends
+// while it is queued is dropped with EUNAVAILABLE (nothing written); once a
+// group has taken it, it waits for the group's outcome, which does not take
+// long.
+func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error {
+	if err := ctx.Err(); err != nil {
+		return molt.Unavailable(err, "no sqlite connection")
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return molt.Unavailable(errClosed, "no sqlite connection")
+	}
+	g.queue = append(g.queue, r)
+	if !g.leading {
+		g.leading = true
+		g.mu.Unlock()
+		g.lead()
+		return <-r.done
+	}
+	g.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-r.lead:
+		g.lead()
+		return <-r.done
+	case <-ctx.Done():
+		if g.dequeue(r) {
+			return molt.Unavailable(ctx.Err(), "no sqlite connection")
+		}
+		return <-r.done
+	}
+}
+
+// lead runs one group of what is queued, then hands the lead on.
+func (g *groupWriter) lead() {
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+	g.run(batch)
+	g.mu.Lock()
+	g.handOffLocked()
+	g.mu.Unlock()
+}
+
+// handOffLocked gives the lead to the first queued write, or frees it.
+func (g *groupWriter) handOffLocked() {
+	if len(g.queue) > 0 {
+		g.queue[0].lead <- struct{}{}
+		return
+	}
+	g.leading = false
+	g.idle.Broadcast()
+}
+
+// dequeue removes r from the queue; false when a group has already taken it.
+// When r had been handed the lead, it passes it on.
+func (g *groupWriter) dequeue(r *request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.queue, r)
+	if i < 0 {
+		return false
+	}
+	g.queue = slices.Delete(g.queue, i, i+1)
+	select {
+	case <-r.lead:
+		g.handOffLocked()
+	default:
+	}
+	return true
+}
+
+// close stops taking writes and waits until those queued are done.
+func (g *groupWriter) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for g.leading {
+		g.idle.Wait()
+	}
+}
+
+// run commits batch, retrying (from scratch) while another process holds the
+// write lock past the busy timeout, and at once, without the write at fault,
+// when one write's failure ended the whole transaction.
+func (g *groupWriter) run(batch []*request) {
+	deadline := time.Now().Add(maxBusyWait)
+	delay := 2 * time.Millisecond
+	for len(batch) > 0 {
+		rest, busy := g.once(batch)
+		if busy == nil {
+			batch = rest
+			continue
+		}
+		// Busy before anything was committed: the transaction was rolled back.
+		if time.Now().After(deadline) {
+			deliver(rest, busy)
+			return
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 200*time.Millisecond)
+		batch = rest
+	}
+}
+
+// deliver gives every request of rs the result err.
+func deliver(rs []*request, err error) {
+	for _, r := range rs {
+		r.done <- err
+	}
+}
+
+// once runs batch in one transaction and delivers the results it can. rest are
+// the writes to run again (nothing of theirs was committed, and they have no
+// result yet); busy is set when that is because SQLite stayed busy (the caller
+// backs off) rather than because one write ended the transaction.
+func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
+	bg := context.Background()
+	live := make([]*request, 0, len(batch))
+	for _, r := range batch {
+		// A write whose caller gave up before it started is not started: nothing
+		// of it is written, and the caller may simply retry.
+		if err := r.ctx.Err(); err != nil {
+			r.done <- molt.Unavailable(err, "no sqlite connection")
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	// Until BEGIN succeeds nothing can have been written: such failures are
+	// EUNAVAILABLE, which tells the caller it may simply retry.
+	c, err := g.db.Conn(bg)
+	if err != nil {
+		deliver(live, molt.Unavailable(err, "no sqlite connection"))
+		return nil, nil
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(bg, "BEGIN IMMEDIATE"); err != nil {
+		err = molt.Unavailable(err, "begin transaction")
+		if isBusy(err) {
+			return live, err
+		}
+		deliver(live, err)
+		return nil, nil
+	}
+	results := make([]error, len(live))
+	for i, r := range live {
+		err := g.member(c, r, len(live) == 1)
+		if err == nil {
+			continue
+		}
+		var aborted *abortError
+		if !errors.As(err, &aborted) {
+			results[i] = translate(err)
+			continue
+		}
+		// The write's failure ended the shared transaction (SQLite rolls a
+		// transaction back on some errors; a lone write's failure ends its own):
+		// nothing of the group was written.
+		rollback(bg, c)
+		if isBusy(aborted.err) {
+			return live, translate(aborted.err)
+		}
+		r.done <- translate(aborted.err)
+		return slices.Delete(slices.Clone(live), i, i+1), nil
+	}
+	// Once the work is done, finish the commit even if callers give up now: that
+	// keeps the outcome known more often.
+	if _, err := c.ExecContext(bg, "COMMIT"); err != nil {
+		rollback(bg, c)
+		// The outcome of every write of the group is unknown, even of one whose
+		// condition failed against another's writes.
+		deliver(live, fmt.Errorf("commit transaction: %w", translate(err)))
+		return nil, nil
+	}
+	g.groups.Add(1)
+	g.members.Add(int64(len(live)))
+	for i, r := range live {
+		r.done <- results[i]
+	}
+	return nil, nil
+}
+
+// abortError is a write's failure that also ended the shared transaction.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+
+// member runs r's fn inside a savepoint of the group's transaction and keeps
+// its writes (RELEASE) when it returns nil, or undoes them (ROLLBACK TO) and
+// returns its error. The error is an *abortError when the transaction itself
+// is gone, or has to go: a lone write runs without a savepoint (saving two
+// statements), so its failure rolls back the whole transaction.
+func (g *groupWriter) member(c *sql.Conn, r *request, lone bool) error {
+	bg := context.Background()
+	if lone {
+		if err := r.fn(detached{c}); err != nil {
+			return &abortError{err}
+		}
+		return nil
+	}
+	if _, err := c.ExecContext(bg, "SAVEPOINT member"); err != nil {
+		return &abortError{fmt.Errorf("savepoint: %w", err)}
+	}
+	err := r.fn(detached{c})
+	if err == nil {
+		if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+			return &abortError{fmt.Errorf("release savepoint: %w", rerr)}
+		}
+		return nil
+	}
+	if _, rerr := c.ExecContext(bg, "ROLLBACK TO member"); rerr != nil {
+		return &abortError{err}
+	}
+	if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+		return &abortError{err}
+	}
+	return err
+}
+
+// detached runs a write's statements without its context's cancellation: a
+// cancelled statement interrupts the connection, which would roll back the
+// whole group's transaction, not only that write.
+type detached struct{ c *sql.Conn }
+
+func (d detached) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.c.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (d detached) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.c.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (d detached) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.c.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+}

@@ -169,7 +169,23 @@ func TestConsoleInBrowser(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		defer func() { t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond)) }()
-		if err := chromedp.Do(sctx, actions...); err != nil {
+		var err error
+		for _, a := range actions {
+			// A live update may re-render the page between finding a node
+			// and acting on it: the action did not happen, so it is tried
+			// again on the new node (each action alone, never the step).
+			for try := 0; ; try++ {
+				err = chromedp.Do(sctx, a)
+				if err == nil || try == 4 || !strings.Contains(err.Error(), "Could not find node with given id") {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err != nil {
 			loc, _ := chromedp.Run(ctx, chromedp.Location())
 			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
 			t.Fatalf("%s: %v\nat %s, page:\n%s", what, err, loc, body)

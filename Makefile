@@ -55,7 +55,7 @@ ZIPS       := $(foreach f,$(FUNCTIONS),$(BUILD_DIR)/$(f).zip)
 TEST_FLAGS  ?= -count=1 -timeout=15m -p=2 -parallel=4
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout=15m -p=1
 
-.PHONY: help tools browser jsclient vet test build bootstraps zips molt run bench clean clean-tools version FORCE
+.PHONY: help tools browser jsclient vet test build bootstraps zips molt run bench bench-peer clean clean-tools version FORCE
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -171,6 +171,9 @@ bench: tools build ## benchmarks, bootstrap sizes and RIE cold starts
 	if [[ -z $$pkgs ]]; then echo "no benchmarks"; exit 0; fi; \
 	echo "benchmarks in:" $$pkgs; \
 	scripts/with-emulator.sh $(GO) test $(BENCH_FLAGS) $$pkgs
+
+bench-peer: ## molt against River on PostgreSQL, alternating rounds (installs PostgreSQL if missing; not part of test)
+	scripts/bench-peer.sh
 
 # ---- clean ---------------------------------------------------------------------------
 clean: ## remove build outputs (build/, .aws-sam/)

@@ -32,7 +32,8 @@
 // order and ListMessages is one strongly consistent Query of the session's
 // partition with sk BETWEEN MSG#<after+1> AND MSG#9999999999.
 // Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
-// attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
+// noslot (BOOL, present while its claim holds no slot: work.Item.Slot is active
+// and not noslot, so an item claimed before the attribute holds a slot), attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
 // updated_at, op_id, expires_at (N, epoch seconds), archived_at, and gsi4a (the
 // archived item's gsi4sk, which every later update copies back into gsi4sk with
 // if_not_exists, so an archived item stays listed by its archive time; an item
@@ -58,7 +59,8 @@
 // attribute_not_exists(pk); UpdateItem is an Update with attribute_exists(pk) and
 // one clause per non-zero field of Cond (status IN, attempts =, token =, active =,
 // heartbeat_at < StaleBefore, op_id =), setting gsi2pk with the status; DeleteItem is a
-// Delete with the same conditions; AdjustSlots is ADD n
+// Delete with the same conditions; AdjustSlots is ADD n (only a claim under a
+// budget sends one: a kind without a budget has no counter item to be hot)
 // with n <= Max-Delta (or absent) when Delta > 0 and Max > 0, n >= -Delta when
 // Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;
 // ReleaseLock is a Delete with holder = :h. One op is sent as a single

@@ -774,3 +774,41 @@ func TestTokensAndSettings(t *testing.T) {
 	bad.Evolution.Level = "L9"
 	wantCode(t, f.s.PutSettings(f.ctx, bad), molt.EINVALID)
 }
+
+// TestSlotAttribute: a claim without a slot is stored with noslot, and its
+// release removes it; an active item without the attribute (claimed before it
+// existed, when every claim took a slot) reads as holding a slot.
+func TestSlotAttribute(t *testing.T) {
+	f := setup(t)
+	pk := "WORK#" + string(kind) + "#"
+	free := f.create("free")
+	c, _, err := f.p.ClaimSeen(f.ctx, free, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.raw(pk+"free", "WORK")["noslot"]; !ok || f.get("free").Slot {
+		t.Fatalf("unbudgeted claim: raw %v, item %+v", f.raw(pk+"free", "WORK"), f.get("free"))
+	}
+	if _, err := f.p.Transition(f.ctx, c, work.Transition{To: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.raw(pk+"free", "WORK")["noslot"]; ok {
+		t.Fatal("release kept noslot")
+	}
+	budgeted := f.create("budgeted")
+	if _, _, err := f.p.ClaimSeen(f.ctx, budgeted, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.raw(pk+"budgeted", "WORK")["noslot"]; ok || !f.get("budgeted").Slot {
+		t.Fatalf("budgeted claim: raw %v, item %+v", f.raw(pk+"budgeted", "WORK"), f.get("budgeted"))
+	}
+	legacy := f.item("legacy")
+	legacy.Status, legacy.Active, legacy.Token, legacy.Attempts = work.StatusRunning, true, "tok", 1
+	legacy.Slot = true // encoded without noslot, as before the attribute
+	if err := f.s.Commit(f.ctx, work.CreateItem{Item: legacy}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get("legacy"); !got.Slot {
+		t.Fatalf("legacy claimed item %+v reads without a slot", got)
+	}
+}

@@ -18,12 +18,17 @@ import (
 
 // Work item attributes.
 const (
-	attrKind         = "kind"
-	attrID           = "id"
-	attrWorkspace    = "ws"
-	attrLockKey      = "lock_key"
-	attrStatus       = "status"
-	attrActive       = "active"
+	attrKind      = "kind"
+	attrID        = "id"
+	attrWorkspace = "ws"
+	attrLockKey   = "lock_key"
+	attrStatus    = "status"
+	attrActive    = "active"
+	// attrNoSlot is present (true) on a claimed item whose claim holds no slot
+	// (work.Item.Slot false: a kind without a budget). Stored inverted so that
+	// an item claimed before the attribute existed, when every claim took a
+	// slot, still reads as holding one and its release frees it.
+	attrNoSlot       = "noslot"
 	attrAttempts     = "attempts"
 	attrAttemptsBase = "attempts_base"
 	attrToken        = "token"
@@ -104,6 +109,9 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	m[attrID] = str(it.ID)
 	m[attrStatus] = str(string(it.Status))
 	m[attrActive] = boolean(it.Active)
+	if it.Active && !it.Slot {
+		m[attrNoSlot] = boolean(true)
+	}
 	m[attrAttempts] = num(int64(it.Attempts))
 	m[attrAttemptsBase] = num(int64(it.AttemptsBase))
 	opt := func(k, v string) {
@@ -144,6 +152,7 @@ func decodeItem(m map[string]types.AttributeValue) work.Item {
 		LockKey:      getS(m, attrLockKey),
 		Status:       work.Status(getS(m, attrStatus)),
 		Active:       getBool(m, attrActive),
+		Slot:         getBool(m, attrActive) && !getBool(m, attrNoSlot),
 		Attempts:     int(getN(m, attrAttempts)),
 		AttemptsBase: int(getN(m, attrAttemptsBase)),
 		Token:        getS(m, attrToken),
@@ -396,6 +405,13 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 	}
 	if set.Active != nil {
 		u.setVal(attrActive, boolean(*set.Active))
+	}
+	if set.Slot != nil {
+		if *set.Slot || (set.Active != nil && !*set.Active) {
+			u.remove = append(u.remove, e.name(attrNoSlot))
+		} else {
+			u.setVal(attrNoSlot, boolean(true))
+		}
 	}
 	if set.Attempts != nil {
 		u.setVal(attrAttempts, num(int64(*set.Attempts)))

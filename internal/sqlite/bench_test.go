@@ -26,3 +26,16 @@ func BenchmarkClaims(b *testing.B) {
 		return s, nil
 	})
 }
+
+// BenchmarkPeer: molt's side of the peer benchmark against River
+// (`make bench-peer`): jobs/s of 16 workers and pickup latency on a SQLite file.
+func BenchmarkPeer(b *testing.B) {
+	storetest.BenchPeer(b, func(b *testing.B, o storetest.Options) (store.Store, storetest.Counter) {
+		s, err := sqlite.Open(filepath.Join(b.TempDir(), "molt.db"), sqlite.Options{Clock: o.Clock, IDs: o.IDs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s, nil
+	})
+}

@@ -31,7 +31,8 @@ CREATE TABLE items (
 -- ListItems with a status filter; without one the primary key serves.
 CREATE INDEX items_by_status ON items (kind, status, id);
 
--- Slot counters, one row per kind, created by the first AdjustSlots.
+-- Slot counters, one row per kind, created by the first AdjustSlots (kinds
+-- without a budget have none: their claims take no slot).
 CREATE TABLE slots (
 	kind   TEXT PRIMARY KEY,
 	active INTEGER NOT NULL DEFAULT 0
@@ -151,6 +152,12 @@ CREATE INDEX items_archived ON items (kind, status, archived_at, id) WHERE archi
 	`
 ALTER TABLE workspaces ADD COLUMN settings TEXT NOT NULL DEFAULT '';
 ALTER TABLE workspaces ADD COLUMN settings_revision INTEGER NOT NULL DEFAULT 0;
+`,
+	// 10: whether a claimed item holds a slot of its kind's budget (work.Item.Slot):
+	// before it every claim took one, so every claimed item holds one.
+	`
+ALTER TABLE items ADD COLUMN slot INTEGER NOT NULL DEFAULT 0;
+UPDATE items SET slot = 1 WHERE active = 1;
 `,
 }
 

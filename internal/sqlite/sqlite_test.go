@@ -1140,3 +1140,50 @@ func TestMigrationBackfillsArchivedAt(t *testing.T) {
 		t.Fatalf("not archived, updated by %v: %+v %v, want the other three", archived, pg.Items, err)
 	}
 }
+
+// TestMigrationSlotOfClaimedItems: items claimed in a file of schema 9, when
+// every claim took a slot, hold one after the migration (their release frees
+// it); items not claimed hold none.
+func TestMigrationSlotOfClaimedItems(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "molt.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sqlite.Migrations[:9] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct {
+		id     string
+		active int
+	}{{"claimed", 1}, {"pending", 0}} {
+		if _, err := db.Exec(`INSERT INTO items (kind, id, status, active, token, created_at, updated_at)
+			VALUES ('job', ?, 'running', ?, 'tok', '2026-09-01T00:00:00.000000000Z', '2026-09-01T00:00:00.000000000Z')`,
+			r.id, r.active); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 9`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open a schema 9 file: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for id, want := range map[string]bool{"claimed": true, "pending": false} {
+		it, err := s.GetItem(context.Background(), kindT, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.Slot != want {
+			t.Fatalf("%s slot = %v, want %v", id, it.Slot, want)
+		}
+	}
+}

@@ -53,11 +53,11 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 		it := op.Item
 		res, err = q.ExecContext(ctx, `INSERT INTO items (kind, id, workspace, lock_key, status, active,
 			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at,
-			archived_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
+			archived_at, slot)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
 			string(it.Kind), it.ID, it.Workspace, it.LockKey, string(it.Status), it.Active,
 			it.Attempts, it.AttemptsBase, it.Token, ts(it.HeartbeatAt), it.Reason, it.Data,
-			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)), ts(it.ArchivedAt))
+			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)), ts(it.ArchivedAt), it.Slot)
 	case work.UpdateItem:
 		query, args := updateSQL(op, s)
 		res, err = q.ExecContext(ctx, query, args...)
@@ -131,6 +131,9 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 	if set.Active != nil {
 		add("active", *set.Active)
 	}
+	if set.Slot != nil {
+		add("slot", *set.Slot)
+	}
 	if set.Attempts != nil {
 		add("attempts", *set.Attempts)
 	}
@@ -198,7 +201,7 @@ func condSQL(kind work.Kind, id string, c work.Cond) ([]string, []any) {
 }
 
 const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,
-	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at, archived_at`
+	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at, archived_at, slot`
 
 // expiry is an item's expiry as stored: whole seconds, like DynamoDB's TTL.
 func expiry(t time.Time) time.Time { return t.Truncate(time.Second) }
@@ -215,7 +218,7 @@ func scanItem(r scanner) (work.Item, error) {
 	)
 	if err := r.Scan(&kind, &it.ID, &it.Workspace, &it.LockKey, &status, &it.Active, &it.Attempts,
 		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID, &expires,
-		&archived); err != nil {
+		&archived, &it.Slot); err != nil {
 		return work.Item{}, err
 	}
 	it.Kind, it.Status = work.Kind(kind), work.Status(status)

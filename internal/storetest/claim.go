@@ -477,7 +477,7 @@ func testTransactions(t *testing.T, open Opener) {
 	}
 	// A claimed item's transition with a failing extra op writes nothing and keeps
 	// the claim (it is not a lost claim).
-	c := e.claim(b, 0)
+	c := e.claim(b, roomy)
 	_, err = e.p.Transition(e.ctx, c, work.Transition{To: "done"}, work.CreateItem{Item: apply})
 	wantReason(t, err, work.ReasonAlsoFailed)
 	if got := e.get(kindT, b.ID); got.Status != work.StatusRunning || got.Token != c.Token || e.active(kindT) != 1 {

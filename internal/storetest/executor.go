@@ -141,7 +141,7 @@ func testExecutorClaimLost(t *testing.T, open Opener) {
 	started := make(chan work.Claim, 1)
 	cause := make(chan error, 1)
 	var lostAt atomic.Int64 // writes sent when the attempt saw its claim lost
-	x := e.runner(work.Policy{Heartbeat: 5 * time.Millisecond}, func(ctx context.Context, a *work.Attempt) work.Outcome {
+	x := e.runner(work.Policy{Budget: roomy, Heartbeat: 5 * time.Millisecond}, func(ctx context.Context, a *work.Attempt) work.Outcome {
 		started <- a.Claim
 		<-ctx.Done()
 		lostAt.Store(int64(e.writes()))
@@ -158,7 +158,7 @@ func testExecutorClaimLost(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, claimed, err := e.p.ClaimSeen(e.ctx, requeued, 0)
+	c2, claimed, err := e.p.ClaimSeen(e.ctx, requeued, roomy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func testExecutorOutcomes(t *testing.T, open Opener) {
 	boom := errors.New("store down")
 	var left work.Item
 	var leftAt int
-	leave := e.runner(work.Policy{}, func(ctx context.Context, at *work.Attempt) work.Outcome {
+	leave := e.runner(work.Policy{Budget: roomy}, func(ctx context.Context, at *work.Attempt) work.Outcome {
 		left, leftAt = at.Item, e.writes()
 		return work.Leave(boom)
 	})
@@ -522,7 +522,7 @@ func testExecutorEndWith(t *testing.T, open Opener) {
 // second executor with Resume takes it over at once.
 func testExecutorRelease(t *testing.T, open Opener) {
 	e := setup(t, open)
-	pol := work.Policy{Claimed: []work.Status{work.StatusRunning, "syncing"}, Resume: []work.Status{"syncing"}}
+	pol := work.Policy{Budget: roomy, Claimed: []work.Status{work.StatusRunning, "syncing"}, Resume: []work.Status{"syncing"}}
 	it := e.create(kindT, "apply/acme")
 	var second *runner
 	var first work.Claim

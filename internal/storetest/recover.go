@@ -25,15 +25,15 @@ func testRecover(t *testing.T, open Opener) {
 	m := &work.Maintainer{Protocol: e.p, Queue: rec, Policies: func(context.Context) ([]work.Policy, error) { return []work.Policy{pol}, nil }}
 
 	running := e.create(kindT, "")
-	e.claim(running, 0)
+	e.claim(running, roomy)
 	spent := e.create(kindT, "")
-	c := e.claim(spent, 0)
+	c := e.claim(spent, roomy)
 	if _, err := e.p.Transition(e.ctx, c, work.Transition{To: work.StatusPending}); err != nil {
 		t.Fatal(err)
 	}
-	e.claim(e.get(kindT, spent.ID), 0) // attempt 2 of 2
+	e.claim(e.get(kindT, spent.ID), roomy) // attempt 2 of 2
 	syncing := e.create(kindT, "apply/acme")
-	sc := e.claim(syncing, 0)
+	sc := e.claim(syncing, roomy)
 	if _, err := e.p.Transition(e.ctx, sc, work.Transition{To: "syncing", Keep: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func testCreateClaimed(t *testing.T, open Opener) {
 	t.Run("Refused", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, open)
-		first, _, err := e.p.CreateClaimed(e.ctx, work.Item{Kind: kindT, LockKey: "apply/acme"}, 0)
+		first, _, err := e.p.CreateClaimed(e.ctx, work.Item{Kind: kindT, LockKey: "apply/acme"}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,13 +324,13 @@ func testPatch(t *testing.T, open Opener) {
 	m := &work.Maintainer{Protocol: e.p, Queue: rec, Policies: func(context.Context) ([]work.Policy, error) { return []work.Policy{pol}, nil }}
 
 	chk := e.create(kindT, "apply/acme")
-	cs := e.claim(chk, 0)
+	cs := e.claim(chk, roomy)
 	if _, err := e.p.Transition(e.ctx, cs, work.Transition{To: "syncing", Keep: true}); err != nil {
 		t.Fatal(err)
 	}
 	run := e.create(kindT, "apply/other")
-	cr := e.claim(run, 0)
-	fresh := e.claim(e.create(kindT, ""), 0)
+	cr := e.claim(run, roomy)
+	fresh := e.claim(e.create(kindT, ""), roomy)
 	hb := e.clock.Now()
 	e.clock.Advance(time.Minute)
 

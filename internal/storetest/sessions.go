@@ -400,7 +400,7 @@ func testTurns(t *testing.T, open Opener) {
 	wantReason(t, err, work.ReasonAlsoFailed)
 
 	// The claimed turn's reply commits with its transition.
-	c := e.claim(e.get(turnKind, "t1"), 0)
+	c := e.claim(e.get(turnKind, "t1"), roomy)
 	if _, err := e.p.Transition(e.ctx, c, work.Transition{To: "done"}, msg(s.ID, 3, session.RoleAssistant, "answer")); err != nil {
 		t.Fatalf("transition + append: %v", err)
 	}
@@ -410,7 +410,7 @@ func testTurns(t *testing.T, open Opener) {
 
 	// A seq race: someone else took seq 4 first. The transition fails as a whole
 	// with also_failed, writes nothing and the claim is kept.
-	c2 := e.claim(t2, 0)
+	c2 := e.claim(t2, roomy)
 	if err := e.s.Commit(e.ctx, msg(s.ID, 4, session.RoleUser, "interjection")); err != nil {
 		t.Fatal(err)
 	}
@@ -439,12 +439,12 @@ func testTurns(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := e.claim(t3, 0)
+	stale := e.claim(t3, roomy)
 	e.clock.Advance(time.Hour)
 	if _, err := e.p.Requeue(e.ctx, e.get(turnKind, t3.ID), e.clock.Now().Add(-time.Minute), 3, work.StatusTimeout); err != nil {
 		t.Fatalf("requeue: %v", err)
 	}
-	fresh := e.claim(e.get(turnKind, t3.ID), 0)
+	fresh := e.claim(e.get(turnKind, t3.ID), roomy)
 	_, err = e.p.Transition(e.ctx, stale, work.Transition{To: "done"}, msg(s.ID, 6, session.RoleAssistant, "stale reply"))
 	if !molt.IsLostClaim(err) {
 		t.Fatalf("stale transition + append: %v, want lost claim", err)

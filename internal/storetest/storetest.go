@@ -55,6 +55,8 @@ func setup(t *testing.T, open Opener) *env {
 func Run(t *testing.T, open Opener) {
 	t.Run("Items", func(t *testing.T) { t.Parallel(); testItems(t, open) })
 	t.Run("ClaimRace", func(t *testing.T) { t.Parallel(); testClaimRace(t, open) })
+	t.Run("UnbudgetedNoSlot", func(t *testing.T) { t.Parallel(); testUnbudgetedNoSlot(t, open) })
+	t.Run("BudgetChange", func(t *testing.T) { t.Parallel(); testBudgetChange(t, open) })
 	t.Run("WorkspaceLock", func(t *testing.T) { t.Parallel(); testWorkspaceLock(t, open) })
 	t.Run("LostClaim", func(t *testing.T) { t.Parallel(); testLostClaim(t, open) })
 	t.Run("Expire", func(t *testing.T) { t.Parallel(); testExpire(t, open) })
@@ -123,6 +125,10 @@ func (e *env) get(kind work.Kind, id string) work.Item {
 	}
 	return it
 }
+
+// roomy is a budget no test fills: a claim under it takes a slot (a claim
+// with budget 0 takes none), for tests that count the slots a claim holds.
+const roomy = 1 << 20
 
 func (e *env) claim(it work.Item, budget int) work.Claim {
 	e.t.Helper()

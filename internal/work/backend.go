@@ -17,7 +17,8 @@ type Reader interface {
 	// ListItems lists items of one kind, newest (highest id) first, optionally only
 	// those with one status.
 	ListItems(ctx context.Context, q ListQuery) (page.Page[Item], error)
-	// ActiveCount returns the kind's slot counter: how many items hold a slot.
+	// ActiveCount returns the kind's slot counter: how many items hold a slot
+	// (Item.Slot). Claims of a kind without a budget take no slot.
 	ActiveCount(ctx context.Context, kind Kind) (int, error)
 	// LockHolder returns who holds the lock ("kind/id"), or "" when it is free.
 	LockHolder(ctx context.Context, key string) (string, error)
@@ -122,6 +123,7 @@ type Cond struct {
 type Set struct {
 	Status       Status
 	Active       *bool
+	Slot         *bool // Item.Slot
 	Attempts     *int
 	AttemptsBase *int
 	Token        *string

@@ -34,7 +34,7 @@ func (p *Protocol) Cancel(ctx context.Context, seen Item, to Status, reason stri
 			return Item{}, molt.Conflict(ReasonChanged, "%s %s is claimed without a token", seen.Kind, seen.ID)
 		}
 		cond.Token = seen.Token
-		set.Active, set.Token = Ptr(false), Ptr("")
+		set.Active, set.Slot, set.Token = Ptr(false), Ptr(false), Ptr("")
 		release = releaseOps(seen)
 	}
 	ops := append([]Op{UpdateItem{Kind: seen.Kind, ID: seen.ID, If: cond, Set: set}}, release...)
@@ -48,6 +48,6 @@ func (p *Protocol) Cancel(ctx context.Context, seen Item, to Status, reason stri
 		return Item{}, fmt.Errorf("cancel %s %s: %w", seen.Kind, seen.ID, err)
 	}
 	it := seen
-	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
+	it.Status, it.Active, it.Slot, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, false, "", reason, now, opID
 	return it, nil
 }

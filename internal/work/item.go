@@ -46,9 +46,16 @@ type Item struct {
 	LockKey string
 
 	Status Status
-	// Active is true while the item is claimed: it holds a slot of its kind's budget
-	// and its lock. A transition that keeps the claim (running → syncing) keeps it.
+	// Active is true while the item is claimed: it holds its lock, and a slot of
+	// its kind's budget when Slot says so. A transition that keeps the claim
+	// (running → syncing) keeps it.
 	Active bool
+	// Slot is true while the item's claim holds a slot of its kind's budget: set
+	// by a claim under a budget (budget > 0), cleared by the release. A claim of a
+	// kind without a budget writes no slot counter at all, so it is no hot key;
+	// the release decrements the counter only when the item holds a slot, so a
+	// budget raised or lowered while the item is claimed keeps the counter exact.
+	Slot bool
 	// Attempts counts claims and is never reset; AttemptsBase is Attempts at the
 	// last retry, so Attempts-AttemptsBase is the budget used since.
 	Attempts     int
@@ -81,6 +88,7 @@ type Claim struct {
 	Attempts int
 	Token    string
 	LockKey  string // the item's lock, released when the claim ends
+	Slot     bool   // the claim holds a slot of the kind's budget (Item.Slot)
 }
 
 // Limits on what the store accepts.

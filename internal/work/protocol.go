@@ -60,7 +60,7 @@ func (p *Protocol) Create(ctx context.Context, it Item, also ...Op) (Item, error
 		it.Status = StatusPending
 	}
 	now := p.now()
-	it.Active, it.Token, it.HeartbeatAt = false, "", time.Time{}
+	it.Active, it.Slot, it.Token, it.HeartbeatAt = false, false, "", time.Time{}
 	it.CreatedAt, it.UpdatedAt = now, now
 	it.OpID = p.IDs.NewID()
 	if err := it.Validate(); err != nil {
@@ -117,24 +117,30 @@ func (p *Protocol) ClaimSeen(ctx context.Context, seen Item, budget int) (Claim,
 	}
 	cur := seen
 	now := p.now()
-	c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey}
+	slot := budget > 0
+	c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey, Slot: slot}
 	opID := p.IDs.NewID()
 	ops := []Op{
 		UpdateItem{Kind: kind, ID: id,
 			If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
-			Set: Set{Status: StatusRunning, Active: Ptr(true), Attempts: Ptr(c.Attempts),
+			Set: Set{Status: StatusRunning, Active: Ptr(true), Slot: Ptr(slot), Attempts: Ptr(c.Attempts),
 				Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
-		AdjustSlots{Kind: kind, Delta: 1, Max: budget},
+	}
+	slotIdx, lockIdx := -1, -1
+	if slot {
+		slotIdx = len(ops)
+		ops = append(ops, AdjustSlots{Kind: kind, Delta: 1, Max: budget})
 	}
 	if cur.LockKey != "" {
+		lockIdx = len(ops)
 		ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
 	}
 	if err := p.commit(ctx, kind, id, opID, ops); err != nil {
 		if idx, ok := failedIndex(err); ok {
-			switch idx {
-			case 1:
+			switch {
+			case idx >= 0 && idx == slotIdx:
 				return Claim{}, Item{}, molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
-			case 2:
+			case idx >= 0 && idx == lockIdx:
 				return Claim{}, Item{}, molt.Conflict(ReasonLocked, "lock %s is held", cur.LockKey)
 			default:
 				return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
@@ -143,7 +149,7 @@ func (p *Protocol) ClaimSeen(ctx context.Context, seen Item, budget int) (Claim,
 		return Claim{}, Item{}, fmt.Errorf("claim %s %s: %w", kind, id, err)
 	}
 	it := cur
-	it.Status, it.Active, it.Attempts, it.Token = StatusRunning, true, c.Attempts, c.Token
+	it.Status, it.Active, it.Slot, it.Attempts, it.Token = StatusRunning, true, slot, c.Attempts, c.Token
 	it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
 	return c, it, nil
 }
@@ -185,17 +191,17 @@ func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also .
 	}
 	now := p.now()
 	opID := p.IDs.NewID()
-	it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Attempts: c.Attempts,
-		Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
+	it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Slot: c.Slot,
+		Attempts: c.Attempts, Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
 	if t.Reason != nil {
 		it.Reason = *t.Reason
 	}
 	set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
 	var release []Op
 	if !t.Keep {
-		set.Active, set.Token = Ptr(false), Ptr("")
-		it.Active, it.Token = false, ""
+		set.Active, set.Slot, set.Token = Ptr(false), Ptr(false), Ptr("")
 		release = releaseOps(it)
+		it.Active, it.Slot, it.Token = false, false, ""
 	}
 	ops := append([]Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}, release...)
 	base := len(ops)
@@ -227,7 +233,7 @@ func (p *Protocol) Requeue(ctx context.Context, seen Item, staleBefore time.Time
 	}
 	ops := []Op{UpdateItem{Kind: seen.Kind, ID: seen.ID,
 		If:  staleCond(seen, staleBefore),
-		Set: Set{Status: to, Active: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
+		Set: Set{Status: to, Active: Ptr(false), Slot: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
 	ops = append(ops, releaseOps(seen)...)
 	if err := p.commit(ctx, seen.Kind, seen.ID, opID, ops); err != nil {
 		if _, ok := failedIndex(err); ok {
@@ -236,7 +242,7 @@ func (p *Protocol) Requeue(ctx context.Context, seen Item, staleBefore time.Time
 		return Item{}, fmt.Errorf("requeue %s %s: %w", seen.Kind, seen.ID, err)
 	}
 	it := seen
-	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
+	it.Status, it.Active, it.Slot, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, false, "", reason, now, opID
 	return it, nil
 }
 
@@ -251,7 +257,7 @@ func (p *Protocol) Expire(ctx context.Context, seen Item, staleBefore time.Time,
 	now := p.now()
 	opID := p.IDs.NewID()
 	ops := []Op{UpdateItem{Kind: seen.Kind, ID: seen.ID, If: staleCond(seen, staleBefore),
-		Set: Set{Status: to, Active: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
+		Set: Set{Status: to, Active: Ptr(false), Slot: Ptr(false), Token: Ptr(""), Reason: Ptr(reason), UpdatedAt: now, OpID: opID}}}
 	ops = append(ops, releaseOps(seen)...)
 	base := len(ops)
 	ops = append(ops, also...)
@@ -265,7 +271,7 @@ func (p *Protocol) Expire(ctx context.Context, seen Item, staleBefore time.Time,
 		return Item{}, fmt.Errorf("expire %s %s: %w", seen.Kind, seen.ID, err)
 	}
 	it := seen
-	it.Status, it.Active, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, "", reason, now, opID
+	it.Status, it.Active, it.Slot, it.Token, it.Reason, it.UpdatedAt, it.OpID = to, false, false, "", reason, now, opID
 	return it, nil
 }
 
@@ -280,7 +286,8 @@ func (p *Protocol) Takeover(ctx context.Context, seen Item, staleBefore time.Tim
 		return Claim{}, Item{}, molt.Conflict(ReasonChanged, "%s %s is not stale", seen.Kind, seen.ID)
 	}
 	now := p.now()
-	c := Claim{Kind: seen.Kind, ID: seen.ID, Attempts: seen.Attempts + 1, Token: p.IDs.NewID(), LockKey: seen.LockKey}
+	c := Claim{Kind: seen.Kind, ID: seen.ID, Attempts: seen.Attempts + 1, Token: p.IDs.NewID(), LockKey: seen.LockKey,
+		Slot: seen.Slot}
 	opID := p.IDs.NewID()
 	op := UpdateItem{Kind: seen.Kind, ID: seen.ID, If: staleCond(seen, staleBefore),
 		Set: Set{Attempts: Ptr(c.Attempts), Token: Ptr(c.Token), HeartbeatAt: Ptr(now), UpdatedAt: now, OpID: opID}}
@@ -450,8 +457,13 @@ func owned(c Claim) Cond {
 	return Cond{Attempts: Ptr(c.Attempts), Token: c.Token, Active: Ptr(true)}
 }
 
+// releaseOps ends the claim of it: its slot when it holds one (whatever the
+// kind's budget is now, so the counter stays exact), and its lock.
 func releaseOps(it Item) []Op {
-	ops := []Op{AdjustSlots{Kind: it.Kind, Delta: -1}}
+	var ops []Op
+	if it.Slot {
+		ops = append(ops, AdjustSlots{Kind: it.Kind, Delta: -1})
+	}
 	if it.LockKey != "" {
 		ops = append(ops, ReleaseLock{Key: it.LockKey, Holder: Holder(it.Kind, it.ID)})
 	}

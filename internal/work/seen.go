@@ -144,14 +144,19 @@ func (p *Protocol) CreateClaimed(ctx context.Context, it Item, budget int, also 
 		it.ID = p.IDs.NewID()
 	}
 	now := p.now()
-	it.Status, it.Active, it.Attempts, it.AttemptsBase = StatusRunning, true, 1, 0
+	it.Status, it.Active, it.Slot, it.Attempts, it.AttemptsBase = StatusRunning, true, budget > 0, 1, 0
 	it.Token, it.HeartbeatAt, it.CreatedAt, it.UpdatedAt = p.IDs.NewID(), now, now, now
 	it.OpID = p.IDs.NewID()
 	if err := it.Validate(); err != nil {
 		return Claim{}, Item{}, err
 	}
-	c := Claim{Kind: it.Kind, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey}
-	ops := []Op{CreateItem{Item: it}, AdjustSlots{Kind: it.Kind, Delta: 1, Max: budget}}
+	c := Claim{Kind: it.Kind, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey, Slot: it.Slot}
+	ops := []Op{CreateItem{Item: it}}
+	slotIdx := -1
+	if it.Slot {
+		slotIdx = len(ops)
+		ops = append(ops, AdjustSlots{Kind: it.Kind, Delta: 1, Max: budget})
+	}
 	if it.LockKey != "" {
 		ops = append(ops, AcquireLock{Key: it.LockKey, Holder: Holder(it.Kind, it.ID)})
 	}
@@ -162,10 +167,10 @@ func (p *Protocol) CreateClaimed(ctx context.Context, it Item, budget int, also 
 			switch {
 			case idx >= base:
 				return Claim{}, Item{}, alsoFailed(ops, idx, base)
+			case idx > 0 && idx == slotIdx:
+				return Claim{}, Item{}, molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", it.Kind, budget)
 			case idx == 0:
 				return Claim{}, Item{}, molt.Conflict(ReasonExists, "%s %s exists", it.Kind, it.ID)
-			case idx == 1:
-				return Claim{}, Item{}, molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", it.Kind, budget)
 			default:
 				return Claim{}, Item{}, molt.Conflict(ReasonLocked, "lock %s is held", it.LockKey)
 			}

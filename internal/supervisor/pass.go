@@ -467,8 +467,28 @@ func (p *pass) setState(st, task string) {
 // observe reads the campaign's task (standard GetTask) and records what is
 // material: a new state, an attempt's end, a block, the mission's end.
 func (p *pass) observe(ctx context.Context) {
-	if p.cp.TaskID == "" && p.cp.Readback != nil && len(p.cp.Readback.Tasks) > 0 {
-		// An observer learns the campaign's task from the readback.
+	switch {
+	case p.cp.Capabilities != nil && !p.cp.Capabilities.Control:
+		// No extension: the standard reads only. The newest task is watched.
+		var res struct {
+			Tasks []struct {
+				ID string `json:"id"`
+			} `json:"tasks"`
+		}
+		err := p.call(ctx, "ListTasks", false, map[string]any{"pageSize": 1, "historyLength": 0}, &res)
+		if err != nil {
+			var re *rpcError
+			if !errors.As(err, &re) && !errors.Is(err, errNoCalls) {
+				p.unavailable(reason(err))
+			}
+			return
+		}
+		if len(res.Tasks) > 0 && res.Tasks[0].ID != p.cp.TaskID {
+			p.cp.TaskID, p.cp.TaskState = res.Tasks[0].ID, ""
+		}
+	case p.cp.TaskID == "" && p.cp.Readback != nil && len(p.cp.Readback.Tasks) > 0:
+		// An observer with the extension learns the campaign's task from the
+		// readback (a controller's own send set it already).
 		p.cp.TaskID = p.cp.Readback.Tasks[len(p.cp.Readback.Tasks)-1].ID
 	}
 	if p.cp.TaskID == "" || (a2astate.Terminal(p.cp.TaskState) && p.cp.TaskState != "") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,6 +65,8 @@ type faults struct {
 	lose   string // method whose answer is lost
 	refuse string // method that never reaches the remote
 	calls  []string
+	down   bool           // every request fails before it is sent
+	reject map[string]int // method → a JSON-RPC error answered instead of the remote
 	reqIDs map[string]int
 	inner  http.RoundTripper
 }
@@ -90,7 +93,14 @@ func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	f.mu.Lock()
-	lose, refuse := f.lose == method && method != "", f.refuse == method && method != ""
+	lose, refuse := f.lose == method && method != "", (f.refuse == method && method != "") || f.down
+	code, rejected := f.reject[method]
+	if rejected {
+		f.mu.Unlock()
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"error":{"code":%d,"message":"injected"}}`, code)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
 	if method != "" && !refuse {
 		f.calls = append(f.calls, method)
 	}
@@ -153,7 +163,7 @@ func setup(t *testing.T, token string) *env {
 	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
 		t.Fatal(err)
 	}
-	f := &faults{inner: http.DefaultTransport, reqIDs: map[string]int{}}
+	f := &faults{inner: http.DefaultTransport, reqIDs: map[string]int{}, reject: map[string]int{}}
 	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
 		HTTP: &http.Client{Transport: f, Timeout: 10 * time.Second},
 		Token: func(_ context.Context, ref string) (string, error) {
@@ -223,6 +233,7 @@ func (e *env) noToken() {
 }
 
 func TestClaimSubmitCompleteRelease(t *testing.T) {
+	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
 	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
@@ -277,12 +288,28 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 		t.Errorf("SendMessage sent %d times, want 1", n)
 	}
 	e.noToken()
+	if b, _ := json.Marshal(c); strings.Contains(string(b), token) {
+		t.Errorf("the campaign as the API shows it holds the remote's token")
+	}
 }
 
 func TestNoExtensionObserverOnly(t *testing.T) {
+	t.Parallel()
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			b, _ := io.ReadAll(r.Body)
+			if bytes.Contains(b, []byte("campaign/")) || r.Header.Get("A2A-Extensions") != "" {
+				t.Errorf("an observer of a remote without the extension sent %s", b)
+			}
+			task := `{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}`
+			if bytes.Contains(b, []byte(`"ListTasks"`)) {
+				task = `{"tasks":[` + task + `]}`
+			}
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":`+task+`}`)
+			return
+		}
 		_, _ = io.WriteString(w, `{"name":"plain","supportedInterfaces":[{"url":"`+srv.URL+`/rpc","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],`+
 			`"capabilities":{"extensions":[]},"skills":[{"id":"x","description":"campaign control with leases and epochs"}]}`)
 	}))
@@ -300,9 +327,18 @@ func TestNoExtensionObserverOnly(t *testing.T) {
 	if c.Mode != supervisor.ModeObserver {
 		t.Errorf("mode %s", c.Mode)
 	}
+	// It observes with the standard reads: the remote's newest task ended.
+	if c.TaskID != "t1" || c.State != supervisor.StateCompleted {
+		t.Errorf("observed task %q state %s, want t1 completed", c.TaskID, c.State)
+	}
+	e.pass(c.ID)
+	if n := e.events(c.ID); n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventControlChanged] != 0 {
+		t.Errorf("events %v, want one ATTEMPT_COMPLETED and no CONTROL_CHANGED", n)
+	}
 }
 
 func TestLostSubmitReconciledNeverResent(t *testing.T) {
+	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
 	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
@@ -351,6 +387,7 @@ func TestLostSubmitReconciledNeverResent(t *testing.T) {
 }
 
 func TestLeaseTakenByAnotherController(t *testing.T) {
+	t.Parallel()
 	base, token, remoteApp := remoteMolt(t)
 	e := setup(t, token)
 	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 1)
@@ -392,5 +429,83 @@ func TestLeaseTakenByAnotherController(t *testing.T) {
 	}
 	if c.Readback == nil || c.Readback.Controller != "intruder" {
 		t.Errorf("readback %+v", c.Readback)
+	}
+}
+
+func TestRenewalRefused(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 4)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if c = e.pass(c.ID); c.Mode != supervisor.ModeController {
+		t.Fatalf("mode %s after claim", c.Mode)
+	}
+	time.Sleep(2100 * time.Millisecond) // under half the lease left: the next pass renews
+	e.f.mu.Lock()
+	e.f.reject["campaign/renew"] = -32012
+	e.f.mu.Unlock()
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeObserver {
+		t.Fatalf("mode %s after a refused renewal, want observer", c.Mode)
+	}
+	e.pass(c.ID)
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
+		t.Errorf("CONTROL_CHANGED %d, want 2 (claimed, then the refused renewal once)", got)
+	}
+	if n := e.f.count("campaign/claim"); n != 1 {
+		t.Errorf("campaign/claim sent %d times: control is never claimed again without a request", n)
+	}
+}
+
+func TestRemoteDownOnceThenRecovers(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	e.f.down = true
+	e.f.mu.Unlock()
+	e.pass(c.ID)
+	c = e.pass(c.ID)
+	if c.Unavailable == "" {
+		t.Errorf("the remote is down but the campaign does not say so")
+	}
+	if got := e.events(c.ID)[supervisor.EventRemoteUnavailable]; got != 1 {
+		t.Errorf("REMOTE_UNAVAILABLE %d over two passes, want 1", got)
+	}
+	e.f.mu.Lock()
+	e.f.down = false
+	e.f.mu.Unlock()
+	if c = e.pass(c.ID); c.Unavailable != "" || c.Capabilities == nil || !c.Capabilities.Control {
+		t.Errorf("after recovery: unavailable %q, capabilities %+v", c.Unavailable, c.Capabilities)
+	}
+}
+
+func TestOverlappingTicksRunOnePass(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c, err := e.svc.Create(e.ctx, e.admin, supervisor.Input{Name: "c", Workspace: "acme",
+		Remote:  supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SUP_TOKEN"},
+		Mission: "m", HeartbeatSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := e.svc.Handle(e.ctx, queue.Message{Kind: string(supervisor.KindCampaign), ID: c.ID}); err != nil {
+				t.Errorf("pass: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.f.count("campaign/get"); n != 1 {
+		t.Errorf("campaign/get read %d times by four overlapping wake-ups, want 1 (one pass)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,7 +37,7 @@ func remoteMolt(t *testing.T) (base, token string, a *app.App) {
 		t.Fatal(err)
 	}
 	d.Clock, d.IDs = clock, ids
-	a = app.New(cfg, d, nil)
+	a = app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan struct{})
@@ -65,8 +66,9 @@ type faults struct {
 	lose   string // method whose answer is lost
 	refuse string // method that never reaches the remote
 	calls  []string
-	down   bool           // every request fails before it is sent
-	reject map[string]int // method → a JSON-RPC error answered instead of the remote
+	down   bool                // every request fails before it is sent
+	before func(method string) // called before a request is sent
+	reject map[string]int      // method → a JSON-RPC error answered instead of the remote
 	reqIDs map[string]int
 	inner  http.RoundTripper
 }
@@ -107,6 +109,9 @@ func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.mu.Unlock()
 	if refuse {
 		return nil, errors.New("injected: connection refused")
+	}
+	if f.before != nil {
+		f.before(method)
 	}
 	resp, err := f.inner.RoundTrip(r)
 	if lose && err == nil {
@@ -158,7 +163,7 @@ func setup(t *testing.T, token string) *env {
 		t.Fatal(err)
 	}
 	d.Clock, d.IDs = clock, ids
-	a := app.New(cfg, d, nil)
+	a := app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() { _ = a.Close() })
 	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
 		t.Fatal(err)
@@ -507,5 +512,55 @@ func TestOverlappingTicksRunOnePass(t *testing.T) {
 	wg.Wait()
 	if n := e.f.count("campaign/get"); n != 1 {
 		t.Errorf("campaign/get read %d times by four overlapping wake-ups, want 1 (one pass)", n)
+	}
+}
+
+// TestRestartMidPass: the pass's claim ends (its process died) after it saved
+// the send's intent and before its final write. The next pass writes the
+// events the checkpoint carried, once, and reconciles the send, never sending
+// it again.
+func TestRestartMidPass(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Submit(e.ctx, e.admin, c.ID, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	e.f.before = func(method string) {
+		if method != "SendMessage" {
+			return
+		}
+		it, err := e.app.Store.GetItem(e.ctx, supervisor.KindCampaign, c.ID)
+		if err != nil || !it.Active {
+			t.Errorf("campaign during the send: active %v, %v", it.Active, err)
+			return
+		}
+		if _, err := e.app.Protocol.Cancel(e.ctx, it, work.StatusPending, "process died"); err != nil {
+			t.Errorf("end the claim: %v", err)
+		}
+	}
+	c = e.pass(c.ID)
+	e.f.before = nil
+	if open := c.OpenIntents(); len(open) != 1 || open[0].Method != "SendMessage" || len(c.Outbox) != 1 {
+		t.Fatalf("after the dead pass: open intents %+v, outbox %+v; want the send pending, the claim's event waiting", open, c.Outbox)
+	}
+	if n := e.events(c.ID); len(n) != 0 {
+		t.Fatalf("events %v written by a pass that never made its final write", n)
+	}
+	c = e.pass(c.ID)
+	if len(c.OpenIntents()) != 0 || c.TaskID == "" || c.Mode != supervisor.ModeController {
+		t.Fatalf("after the next pass: open %+v, task %q, mode %s", c.OpenIntents(), c.TaskID, c.Mode)
+	}
+	e.pass(c.ID)
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 1 {
+		t.Errorf("CONTROL_CHANGED %d, want exactly 1 (the claim's, carried by the checkpoint)", got)
+	}
+	if n := e.f.count("SendMessage"); n != 1 {
+		t.Errorf("SendMessage sent %d times, want 1", n)
 	}
 }

@@ -27,7 +27,7 @@ import (
 
 // remoteMolt runs a second molt (molt serve's wiring) on loopback with a
 // workspace acme; it returns its base URL and a full token of it.
-func remoteMolt(t *testing.T) (base, token string, a *app.App) {
+func remoteMolt(t testing.TB) (base, token string, a *app.App) {
 	t.Helper()
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 5 * time.Second}
 	clock := molt.SystemClock{}
@@ -141,7 +141,7 @@ func (f *faults) count(method string) int {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	app   *app.App
 	svc   *supervisor.Service
@@ -153,7 +153,7 @@ type env struct {
 // setup builds the supervising molt (its App on SQLite, no workers: passes
 // are run by hand) with a workspace acme, calling remotes through faults.
 // The token_ref env:SUP_TOKEN reads token.
-func setup(t *testing.T, token string) *env {
+func setup(t testing.TB, token string) *env {
 	t.Helper()
 	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
 	clock := molt.SystemClock{}
@@ -563,4 +563,30 @@ func TestRestartMidPass(t *testing.T) {
 	if n := e.f.count("SendMessage"); n != 1 {
 		t.Errorf("SendMessage sent %d times, want 1", n)
 	}
+}
+
+// BenchmarkIdleHeartbeat is one heartbeat of an idle campaign held under
+// control: its remote calls (the goal is one readback) per pass. Its store
+// writes are not measured: two per pass (the claim and the final write).
+func BenchmarkIdleHeartbeat(b *testing.B) {
+	base, token, _ := remoteMolt(b)
+	e := setup(b, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		b.Fatal(err)
+	}
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	before := len(e.f.calls)
+	e.f.mu.Unlock()
+	b.ResetTimer()
+	for b.Loop() {
+		e.pass(c.ID)
+	}
+	b.StopTimer()
+	e.f.mu.Lock()
+	calls := len(e.f.calls) - before
+	e.f.mu.Unlock()
+	b.ReportMetric(float64(calls)/float64(b.N), "remote_calls/op")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/supervisor"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
 )
@@ -53,6 +54,9 @@ type App struct {
 	Delegate *delegate.Service
 	// Naming names sessions in the background after their replies.
 	Naming *naming.Service
+	// Supervisor watches and steers campaigns on remote A2A agents; nil on
+	// the aws backend, which has no campaign worker yet.
+	Supervisor *supervisor.Service
 	// Tokens creates, lists and revokes tokens (`molt token`, /api/tokens).
 	Tokens *auth.Tokens
 	// Search is the web search chain behind web_search and GET /api/search;
@@ -144,8 +148,14 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Chat.HandleReplied(a.Naming.Replied)
 	a.Chat.GateTools(a2a.ToolGate(a.Store))
 	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
+	if cfg.Backend != BackendAWS {
+		a.Supervisor = supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
+			Clock: clock, IDs: ids, Logger: logger}, cfg.Supervisor)
+	}
 	for _, r := range registry {
-		a.workers = append(a.workers, r.build(a))
+		if w := r.build(a); w.Handler != nil {
+			a.workers = append(a.workers, w)
+		}
 	}
 	return a
 }
@@ -167,7 +177,7 @@ func (a *App) HTTPHandler() http.Handler {
 	return httpapi.New(httpapi.Config{Store: a.Store, Clock: a.Clock, Logger: a.Logger,
 		Version: buildinfo.Version, SHA: buildinfo.SHA, Chat: a.Chat, Runs: a.Runs, Applies: a.Applies,
 		Delegate: a.Delegate, A2A: a.A2A(a.Config.Backend != BackendAWS), Naming: a.Naming,
-		Tokens: a.Tokens, RequestTimeout: a.Config.RequestTimeout,
+		Supervisor: a.Supervisor, Tokens: a.Tokens, RequestTimeout: a.Config.RequestTimeout,
 		Checks: []httpapi.Check{{Name: "queue", Run: a.pingQueue}}, Search: a.Search})
 }
 
@@ -250,19 +260,24 @@ func (a *App) Tick(ctx context.Context, m *work.Maintainer) (TickResult, error) 
 }
 
 // Kinds lists the kinds of background work molt registers, i.e. the queues
-// `molt bootstrap` creates.
+// `molt bootstrap` creates (local-only kinds left out).
 func Kinds() []string {
 	var ks []string
 	for _, w := range registry {
-		ks = append(ks, string(w.kind))
+		if !w.local {
+			ks = append(ks, string(w.kind))
+		}
 	}
 	return ks
 }
 
 // registry lists the kinds of work features register: each entry builds its
 // worker from the app. Features add themselves here as they land.
+// A local kind runs in `molt serve` only (no queue, no function yet); its
+// build returns a Worker without a Handler elsewhere, which New leaves out.
 var registry = []struct {
 	kind  work.Kind
+	local bool
 	build func(a *App) Worker
 }{
 	{kind: work.KindTurn, build: func(a *App) Worker {
@@ -278,5 +293,12 @@ var registry = []struct {
 	{kind: work.KindNaming, build: func(a *App) Worker {
 		return Worker{Kind: work.KindNaming, Handler: a.Naming,
 			Policy: func(settings.Settings) work.Policy { return a.Naming.Policy() }}
+	}},
+	{kind: supervisor.KindCampaign, local: true, build: func(a *App) Worker {
+		if a.Supervisor == nil {
+			return Worker{Kind: supervisor.KindCampaign}
+		}
+		return Worker{Kind: supervisor.KindCampaign, Handler: a.Supervisor,
+			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Policy() }}
 	}},
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/runs"
 	"github.com/molt-dev/molt/internal/search"
+	"github.com/molt-dev/molt/internal/supervisor"
 )
 
 // Backends.
@@ -45,6 +46,9 @@ type Config struct {
 	// RequestTimeout is every API request's deadline (MOLT_REQUEST_TIMEOUT;
 	// zero: httpapi.DefaultRequestTimeout, 25 s).
 	RequestTimeout time.Duration
+	// Supervisor tunes the campaign supervisor (zero fields: defaults); see
+	// supervisor.Config. Deployment is MOLT_DEPLOYMENT.
+	Supervisor supervisor.Config
 	// Search configures web search and fetch (zero: auto without SearXNG, i.e.
 	// DuckDuckGo); see search.ConfigFromEnv for its variables.
 	Search search.Config
@@ -71,6 +75,7 @@ const (
 
 	EnvRequestTimeout = "MOLT_REQUEST_TIMEOUT" // deadline of an API request, e.g. 25s
 	EnvSQLiteSync     = "MOLT_SQLITE_SYNC"     // local store durability: full (default) or normal
+	EnvDeployment     = "MOLT_DEPLOYMENT"      // this deployment's name: campaigns' default controller is molt-<name>
 )
 
 // The values of MOLT_SQLITE_SYNC.
@@ -99,6 +104,7 @@ func ConfigFromEnv(environ []string) Config {
 		c.Backend = BackendAWS
 	}
 	c.A2AStreamURL = env[EnvA2AStreamURL]
+	c.Supervisor.Deployment = strings.TrimSpace(env[EnvDeployment])
 	if v := strings.TrimSpace(env[EnvA2AWait]); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 15*time.Minute {

@@ -196,6 +196,11 @@ func TestAccessMatrix(t *testing.T) {
 	remote := `{"card_url":"https://billing.example/.well-known/agent-card.json","token_ref":"env:BILLING_TOKEN"}`
 	e.call(201, req{method: "PUT", path: "/api/workspaces/acme/remotes/billing", token: e.full, body: remote})
 	missingID := (&molt.SortableIDs{}).NewID()
+	campaign := `{"name":"matrix","workspace":"acme","mission":"watch","remote":{"card_url":"http://127.0.0.1:9/card","token_ref":"env:NO_SUCH_TOKEN"}}`
+	newCampaign := func() string {
+		return e.call(201, req{method: "POST", path: "/api/campaigns", token: e.full, body: campaign})["id"].(string)
+	}
+	campaignID := newCampaign()
 
 	type row struct {
 		pattern string
@@ -331,6 +336,26 @@ func TestAccessMatrix(t *testing.T) {
 		{pattern: "GET /api/evolution/applies/{id}", want: fullOnly(200), path: static("/api/evolution/applies/" + applyID),
 			missing: "/api/evolution/applies/" + missingID},
 		{pattern: "GET /api/tokens", want: fullOnly(200), path: static("/api/tokens")},
+		{pattern: "POST /api/campaigns", want: fullOnly(201), path: static("/api/campaigns"), body: campaign},
+		{pattern: "GET /api/campaigns", want: fullOnly(200), path: static("/api/campaigns")},
+		{pattern: "GET /api/campaigns/{id}", want: fullOnly(200), path: static("/api/campaigns/" + campaignID),
+			missing: "/api/campaigns/" + missingID},
+		{pattern: "GET /api/campaigns/{id}/events", want: fullOnly(200), path: static("/api/campaigns/" + campaignID + "/events?after=0"),
+			missing: "/api/campaigns/" + missingID + "/events"},
+		// The remote's card was never read: control is refused, after the access check.
+		{pattern: "POST /api/campaigns/{id}/control", want: fullOnly(409), path: static("/api/campaigns/" + campaignID + "/control"),
+			missing: "/api/campaigns/" + missingID + "/control", body: `{"action":"claim"}`},
+		{pattern: "POST /api/campaigns/{id}/submit", want: fullOnly(409), path: static("/api/campaigns/" + campaignID + "/submit"),
+			missing: "/api/campaigns/" + missingID + "/submit", body: `{"text":"go"}`},
+		{pattern: "POST /api/campaigns/{id}/cancel", want: fullOnly(409), path: static("/api/campaigns/" + campaignID + "/cancel"),
+			missing: "/api/campaigns/" + missingID + "/cancel"},
+		{pattern: "DELETE /api/campaigns/{id}", want: fullOnly(204), mutates: true, missing: "/api/campaigns/" + missingID,
+			path: func(fresh bool) string {
+				if !fresh {
+					return "/api/campaigns/" + campaignID
+				}
+				return "/api/campaigns/" + newCampaign()
+			}},
 		{pattern: "POST /api/tokens", want: fullOnly(201), path: static("/api/tokens"),
 			body: `{"level":"readonly","workspace":"acme","name":"matrix"}`},
 		{pattern: "DELETE /api/tokens/{id}", want: fullOnly(204), mutates: true, missing: "/api/tokens/000000000000",

@@ -31,6 +31,7 @@ import (
 	"github.com/molt-dev/molt/internal/search"
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
+	"github.com/molt-dev/molt/internal/supervisor"
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
@@ -77,6 +78,9 @@ type Config struct {
 	// Naming is background chat naming behind POST /api/sessions/{id}/name and
 	// the naming state of GET /api/sessions/{id}; nil leaves them out.
 	Naming *naming.Service
+	// Supervisor manages campaigns behind /api/campaigns; nil leaves those
+	// routes out.
+	Supervisor *supervisor.Service
 	// RequestTimeout is every request's deadline (default DefaultRequestTimeout):
 	// a store that hangs makes the request answer 503 when it passes.
 	RequestTimeout time.Duration
@@ -110,6 +114,7 @@ type server struct {
 	workspaces *workspace.Service
 	delegate   *delegate.Service
 	naming     *naming.Service
+	supervisor *supervisor.Service
 	tokens     *auth.Tokens
 	timeout    time.Duration
 	checks     []Check
@@ -125,7 +130,7 @@ func New(c Config) http.Handler {
 		panic("httpapi: Config.Store is nil")
 	}
 	s := &server{store: c.Store, clock: c.Clock, log: c.Logger, version: c.Version, sha: c.SHA, maxBody: c.MaxBody, chat: c.Chat, runs: c.Runs, applies: c.Applies,
-		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming,
+		delegate: c.Delegate, a2a: c.A2A, naming: c.Naming, supervisor: c.Supervisor,
 		tokens: c.Tokens, timeout: c.RequestTimeout, checks: c.Checks, search: c.Search,
 		a2aOnly: c.A2AOnly}
 	s.settings = &settings.Service{Store: c.Store}
@@ -220,6 +225,9 @@ func (s *server) routes() {
 	}
 	if s.search != nil {
 		s.searchRoutes()
+	}
+	if s.supervisor != nil {
+		s.campaignRoutes()
 	}
 }
 

@@ -108,6 +108,7 @@ func TestSickStoreIs503(t *testing.T) {
 		"PUT /api/settings":                        `{"general":{"language":"en-US"}}`,
 		"PUT /api/workspaces/{ws}/files/{path...}": "# x\n",
 		"POST /api/tokens":                         `{"level":"workspace","workspace":"acme"}`,
+		"POST /api/campaigns":                      `{"name":"c","workspace":"acme","mission":"m","remote":{"card_url":"http://127.0.0.1:9/c","token_ref":"env:T"}}`,
 	}
 	for _, pattern := range httpapi.Routes(h) {
 		method, path, _ := strings.Cut(pattern, " ")

@@ -1,0 +1,592 @@
+package supervisor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/localbackend"
+	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/supervisor"
+	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
+)
+
+// remoteMolt runs a second molt (molt serve's wiring) on loopback with a
+// workspace acme; it returns its base URL and a full token of it.
+func remoteMolt(t testing.TB) (base, token string, a *app.App) {
+	t.Helper()
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 5 * time.Second}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Clock, d.IDs = clock, ids
+	a = app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan struct{})
+	secret := auth.NewSecret()
+	go func() {
+		defer close(done)
+		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Recover: true, Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
+	base = "http://" + <-ready
+	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err = a.CreateToken(context.Background(), auth.Full, "", "supervisor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, token, a
+}
+
+// faults is the supervisor's transport: it records every JSON-RPC call and
+// can lose the answer of one method (the request reaches the remote) or fail
+// one before it is sent.
+type faults struct {
+	mu     sync.Mutex
+	lose   string // method whose answer is lost
+	refuse string // method that never reaches the remote
+	calls  []string
+	down   bool                // every request fails before it is sent
+	before func(method string) // called before a request is sent
+	reject map[string]int      // method → a JSON-RPC error answered instead of the remote
+	reqIDs map[string]int
+	inner  http.RoundTripper
+}
+
+func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
+	var method string
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		var msg struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		_ = json.Unmarshal(b, &msg)
+		method = msg.Method
+		for _, key := range []string{`"requestId":"`} {
+			if i := strings.Index(string(msg.Params), key); i >= 0 && method != "campaign/getRequest" {
+				rest := string(msg.Params)[i+len(key):]
+				id := rest[:strings.Index(rest, `"`)]
+				f.mu.Lock()
+				f.reqIDs[id]++
+				f.mu.Unlock()
+			}
+		}
+	}
+	f.mu.Lock()
+	lose, refuse := f.lose == method && method != "", (f.refuse == method && method != "") || f.down
+	code, rejected := f.reject[method]
+	if rejected {
+		f.mu.Unlock()
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"error":{"code":%d,"message":"injected"}}`, code)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+	if method != "" && !refuse {
+		f.calls = append(f.calls, method)
+	}
+	f.mu.Unlock()
+	if refuse {
+		return nil, errors.New("injected: connection refused")
+	}
+	if f.before != nil {
+		f.before(method)
+	}
+	resp, err := f.inner.RoundTrip(r)
+	if lose && err == nil {
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, errors.New("injected: response lost")
+	}
+	return resp, err
+}
+
+func (f *faults) set(lose, refuse string) {
+	f.mu.Lock()
+	f.lose, f.refuse = lose, refuse
+	f.mu.Unlock()
+}
+
+func (f *faults) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.calls {
+		if m == method {
+			n++
+		}
+	}
+	return n
+}
+
+type env struct {
+	t     testing.TB
+	ctx   context.Context
+	app   *app.App
+	svc   *supervisor.Service
+	f     *faults
+	admin auth.Caller
+	token string
+}
+
+// setup builds the supervising molt (its App on SQLite, no workers: passes
+// are run by hand) with a workspace acme, calling remotes through faults.
+// The token_ref env:SUP_TOKEN reads token.
+func setup(t testing.TB, token string) *env {
+	t.Helper()
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir()}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Clock, d.IDs = clock, ids
+	a := app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(func() { _ = a.Close() })
+	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	f := &faults{inner: http.DefaultTransport, reqIDs: map[string]int{}, reject: map[string]int{}}
+	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
+		HTTP: &http.Client{Transport: f, Timeout: 10 * time.Second},
+		Token: func(_ context.Context, ref string) (string, error) {
+			if ref != "env:SUP_TOKEN" {
+				return "", molt.Unavailable(nil, "no such token")
+			}
+			return token, nil
+		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second})
+	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token,
+		admin: auth.Caller{Token: auth.Token{Level: auth.Full}}}
+}
+
+func (e *env) create(cardURL string, lease int) supervisor.Campaign {
+	e.t.Helper()
+	c, err := e.svc.Create(e.ctx, e.admin, supervisor.Input{Name: "c", Workspace: "acme",
+		Remote: supervisor.Remote{CardURL: cardURL, TokenRef: "env:SUP_TOKEN"}, Mission: "say hello",
+		HeartbeatSeconds: 1, LeaseSeconds: lease})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// pass runs one heartbeat of campaign id and returns it as stored after.
+func (e *env) pass(id string) supervisor.Campaign {
+	e.t.Helper()
+	if err := e.svc.Handle(e.ctx, queue.Message{Kind: string(supervisor.KindCampaign), ID: id}); err != nil {
+		e.t.Fatalf("pass: %v", err)
+	}
+	c, err := e.svc.Get(e.ctx, e.admin, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func (e *env) events(id string) map[string]int {
+	e.t.Helper()
+	evs, err := e.svc.Events(e.ctx, e.admin, id, 0, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := map[string]int{}
+	for i, ev := range evs {
+		if ev.Seq != i+1 {
+			e.t.Errorf("event %d has seq %d", i+1, ev.Seq)
+		}
+		n[ev.Type]++
+	}
+	return n
+}
+
+// noToken checks that the remote's token is nowhere in the supervisor's store.
+func (e *env) noToken() {
+	e.t.Helper()
+	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent} {
+		pg, err := e.app.Store.ListItems(e.ctx, work.ListQuery{Kind: k})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, it := range pg.Items {
+			if strings.Contains(string(it.Data), e.token) {
+				e.t.Errorf("%s %s holds the remote's token", k, it.ID)
+			}
+		}
+	}
+}
+
+func TestClaimSubmitCompleteRelease(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	if c.Controller != "molt-local" || c.MaxAttempts != 3 || c.Mode != supervisor.ModeObserver {
+		t.Errorf("defaults: controller %q, max attempts %d, mode %s", c.Controller, c.MaxAttempts, c.Mode)
+	}
+	c = e.pass(c.ID)
+	if c.Capabilities == nil || !c.Capabilities.Control {
+		t.Fatalf("capabilities %+v, want control", c.Capabilities)
+	}
+	if _, err := e.svc.Submit(e.ctx, e.admin, c.ID, "hi"); molt.ErrorReason(err) != supervisor.ReasonNotController {
+		t.Errorf("submit as observer: %v, want %s", err, supervisor.ReasonNotController)
+	}
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeController || c.Epoch != 1 || !c.LeaseExpiresAt.After(time.Now()) {
+		t.Fatalf("after claim: mode %s epoch %d lease %v", c.Mode, c.Epoch, c.LeaseExpiresAt)
+	}
+	if _, err := e.svc.Submit(e.ctx, e.admin, c.ID, "hello there"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.pass(c.ID)
+	if c.TaskID == "" || c.AttemptsUsed != 1 {
+		t.Fatalf("after submit: task %q attempts %d intents %+v", c.TaskID, c.AttemptsUsed, c.Intents)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.State != supervisor.StateCompleted && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		c = e.pass(c.ID)
+	}
+	if c.State != supervisor.StateCompleted {
+		t.Fatalf("state %s (task %s), want completed", c.State, c.TaskState)
+	}
+	c = e.pass(c.ID) // nothing new
+	n := e.events(c.ID)
+	if n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 1 || n[supervisor.EventControlChanged] != 1 {
+		t.Errorf("events %v: want one ATTEMPT_COMPLETED, one MISSION_COMPLETED, one CONTROL_CHANGED", n)
+	}
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "release"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeObserver {
+		t.Errorf("after release: mode %s", c.Mode)
+	}
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
+		t.Errorf("CONTROL_CHANGED events %d after the release, want 2", got)
+	}
+	if n := e.f.count("SendMessage"); n != 1 {
+		t.Errorf("SendMessage sent %d times, want 1", n)
+	}
+	e.noToken()
+	if b, _ := json.Marshal(c); strings.Contains(string(b), token) {
+		t.Errorf("the campaign as the API shows it holds the remote's token")
+	}
+}
+
+func TestNoExtensionObserverOnly(t *testing.T) {
+	t.Parallel()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			b, _ := io.ReadAll(r.Body)
+			if bytes.Contains(b, []byte("campaign/")) || r.Header.Get("A2A-Extensions") != "" {
+				t.Errorf("an observer of a remote without the extension sent %s", b)
+			}
+			task := `{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}`
+			if bytes.Contains(b, []byte(`"ListTasks"`)) {
+				task = `{"tasks":[` + task + `]}`
+			}
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":`+task+`}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"name":"plain","supportedInterfaces":[{"url":"`+srv.URL+`/rpc","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],`+
+			`"capabilities":{"extensions":[]},"skills":[{"id":"x","description":"campaign control with leases and epochs"}]}`)
+	}))
+	defer srv.Close()
+	e := setup(t, "tok")
+	c := e.create(srv.URL+"/card", 600)
+	c = e.pass(c.ID)
+	if c.Capabilities == nil || c.Capabilities.Control || len(c.Capabilities.Missing) == 0 {
+		t.Fatalf("capabilities %+v, want no control", c.Capabilities)
+	}
+	_, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim")
+	if molt.ErrorReason(err) != supervisor.ReasonControlUnsupported || !strings.Contains(err.Error(), "campaign-control") {
+		t.Errorf("claim: %v, want %s naming the extension", err, supervisor.ReasonControlUnsupported)
+	}
+	if c.Mode != supervisor.ModeObserver {
+		t.Errorf("mode %s", c.Mode)
+	}
+	// It observes with the standard reads: the remote's newest task ended.
+	if c.TaskID != "t1" || c.State != supervisor.StateCompleted {
+		t.Errorf("observed task %q state %s, want t1 completed", c.TaskID, c.State)
+	}
+	e.pass(c.ID)
+	if n := e.events(c.ID); n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventControlChanged] != 0 {
+		t.Errorf("events %v, want one ATTEMPT_COMPLETED and no CONTROL_CHANGED", n)
+	}
+}
+
+func TestLostSubmitReconciledNeverResent(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(c.ID)
+	if _, err := e.svc.Submit(e.ctx, e.admin, c.ID, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	e.f.set("SendMessage", "")
+	c = e.pass(c.ID)
+	open := c.OpenIntents()
+	if len(open) != 1 || open[0].Status != supervisor.IntentUnknown || open[0].Method != "SendMessage" {
+		t.Fatalf("open intents %+v, want the send unknown", open)
+	}
+	// The readback cannot be made: the intent stays unknown, writes wait.
+	e.f.set("", "campaign/getRequest")
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "release"); err != nil {
+		t.Fatal(err)
+	}
+	c = e.pass(c.ID)
+	if len(c.OpenIntents()) != 1 || len(c.Requests) != 1 || c.Mode != supervisor.ModeController {
+		t.Fatalf("blocked pass: open %+v, requests %+v, mode %s", c.OpenIntents(), c.Requests, c.Mode)
+	}
+	if n := e.f.count("campaign/release"); n != 0 {
+		t.Errorf("release sent %d times while an intent was unknown", n)
+	}
+	e.f.set("", "")
+	c = e.pass(c.ID)
+	if len(c.OpenIntents()) != 0 || c.TaskID == "" {
+		t.Fatalf("after reconciliation: open %+v, task %q", c.OpenIntents(), c.TaskID)
+	}
+	if c.Mode != supervisor.ModeObserver {
+		t.Errorf("the queued release was not carried out after reconciliation: mode %s", c.Mode)
+	}
+	if n := e.f.count("SendMessage"); n != 1 {
+		t.Errorf("SendMessage sent %d times, want 1 (never resent)", n)
+	}
+	for id, n := range e.f.reqIDs {
+		if n != 1 {
+			t.Errorf("request id %s sent %d times", id, n)
+		}
+	}
+}
+
+func TestLeaseTakenByAnotherController(t *testing.T) {
+	t.Parallel()
+	base, token, remoteApp := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 1)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if c = e.pass(c.ID); c.Mode != supervisor.ModeController {
+		t.Fatalf("mode %s after claim", c.Mode)
+	}
+	time.Sleep(1200 * time.Millisecond) // the remote lease expires
+	other, _, err := remoteApp.CreateToken(e.ctx, auth.Full, "", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"campaign/claim","params":{"campaignId":"` + c.ID +
+		`","controller":"intruder","requestId":"x1","leaseSeconds":600}}`
+	req, _ := http.NewRequest("POST", base+"/a2a/acme/main", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	req.Header.Set("A2A-Extensions", "https://github.com/molt-dev/molt/a2a/ext/campaign-control/v1")
+	req.Header.Set("Authorization", "Bearer "+other)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"epoch":2`) {
+		t.Fatalf("the other controller's claim: %s", b)
+	}
+	c = e.pass(c.ID)
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeObserver {
+		t.Errorf("mode %s, want observer", c.Mode)
+	}
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
+		t.Errorf("CONTROL_CHANGED %d, want 2 (claimed, then lost once)", got)
+	}
+	if c.Readback == nil || c.Readback.Controller != "intruder" {
+		t.Errorf("readback %+v", c.Readback)
+	}
+}
+
+func TestRenewalRefused(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 4)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if c = e.pass(c.ID); c.Mode != supervisor.ModeController {
+		t.Fatalf("mode %s after claim", c.Mode)
+	}
+	time.Sleep(2100 * time.Millisecond) // under half the lease left: the next pass renews
+	e.f.mu.Lock()
+	e.f.reject["campaign/renew"] = -32012
+	e.f.mu.Unlock()
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeObserver {
+		t.Fatalf("mode %s after a refused renewal, want observer", c.Mode)
+	}
+	e.pass(c.ID)
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
+		t.Errorf("CONTROL_CHANGED %d, want 2 (claimed, then the refused renewal once)", got)
+	}
+	if n := e.f.count("campaign/claim"); n != 1 {
+		t.Errorf("campaign/claim sent %d times: control is never claimed again without a request", n)
+	}
+}
+
+func TestRemoteDownOnceThenRecovers(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	e.f.down = true
+	e.f.mu.Unlock()
+	e.pass(c.ID)
+	c = e.pass(c.ID)
+	if c.Unavailable == "" {
+		t.Errorf("the remote is down but the campaign does not say so")
+	}
+	if got := e.events(c.ID)[supervisor.EventRemoteUnavailable]; got != 1 {
+		t.Errorf("REMOTE_UNAVAILABLE %d over two passes, want 1", got)
+	}
+	e.f.mu.Lock()
+	e.f.down = false
+	e.f.mu.Unlock()
+	if c = e.pass(c.ID); c.Unavailable != "" || c.Capabilities == nil || !c.Capabilities.Control {
+		t.Errorf("after recovery: unavailable %q, capabilities %+v", c.Unavailable, c.Capabilities)
+	}
+}
+
+func TestOverlappingTicksRunOnePass(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c, err := e.svc.Create(e.ctx, e.admin, supervisor.Input{Name: "c", Workspace: "acme",
+		Remote:  supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SUP_TOKEN"},
+		Mission: "m", HeartbeatSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := e.svc.Handle(e.ctx, queue.Message{Kind: string(supervisor.KindCampaign), ID: c.ID}); err != nil {
+				t.Errorf("pass: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.f.count("campaign/get"); n != 1 {
+		t.Errorf("campaign/get read %d times by four overlapping wake-ups, want 1 (one pass)", n)
+	}
+}
+
+// TestRestartMidPass: the pass's claim ends (its process died) after it saved
+// the send's intent and before its final write. The next pass writes the
+// events the checkpoint carried, once, and reconciles the send, never sending
+// it again.
+func TestRestartMidPass(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Submit(e.ctx, e.admin, c.ID, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	e.f.before = func(method string) {
+		if method != "SendMessage" {
+			return
+		}
+		it, err := e.app.Store.GetItem(e.ctx, supervisor.KindCampaign, c.ID)
+		if err != nil || !it.Active {
+			t.Errorf("campaign during the send: active %v, %v", it.Active, err)
+			return
+		}
+		if _, err := e.app.Protocol.Cancel(e.ctx, it, work.StatusPending, "process died"); err != nil {
+			t.Errorf("end the claim: %v", err)
+		}
+	}
+	c = e.pass(c.ID)
+	e.f.before = nil
+	if open := c.OpenIntents(); len(open) != 1 || open[0].Method != "SendMessage" || len(c.Outbox) != 1 {
+		t.Fatalf("after the dead pass: open intents %+v, outbox %+v; want the send pending, the claim's event waiting", open, c.Outbox)
+	}
+	if n := e.events(c.ID); len(n) != 0 {
+		t.Fatalf("events %v written by a pass that never made its final write", n)
+	}
+	c = e.pass(c.ID)
+	if len(c.OpenIntents()) != 0 || c.TaskID == "" || c.Mode != supervisor.ModeController {
+		t.Fatalf("after the next pass: open %+v, task %q, mode %s", c.OpenIntents(), c.TaskID, c.Mode)
+	}
+	e.pass(c.ID)
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 1 {
+		t.Errorf("CONTROL_CHANGED %d, want exactly 1 (the claim's, carried by the checkpoint)", got)
+	}
+	if n := e.f.count("SendMessage"); n != 1 {
+		t.Errorf("SendMessage sent %d times, want 1", n)
+	}
+}
+
+// BenchmarkIdleHeartbeat is one heartbeat of an idle campaign held under
+// control: its remote calls (the goal is one readback) per pass. Its store
+// writes are not measured: two per pass (the claim and the final write).
+func BenchmarkIdleHeartbeat(b *testing.B) {
+	base, token, _ := remoteMolt(b)
+	e := setup(b, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		b.Fatal(err)
+	}
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	before := len(e.f.calls)
+	e.f.mu.Unlock()
+	b.ResetTimer()
+	for b.Loop() {
+		e.pass(c.ID)
+	}
+	b.StopTimer()
+	e.f.mu.Lock()
+	calls := len(e.f.calls) - before
+	e.f.mu.Unlock()
+	b.ReportMetric(float64(calls)/float64(b.N), "remote_calls/op")
+}

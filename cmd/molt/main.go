@@ -130,6 +130,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if *searxng != "" {
 		cfg.Search.SearXNGURL = *searxng
 	}
+	cfg.Supervisor.Tick = *tick // a campaign's heartbeat rounds up to the tick
 	local := cfg.Backend != app.BackendAWS
 	if local {
 		unlock, err := localbackend.LockDataDir(cfg.DataDir)

@@ -28,31 +28,18 @@ func (s *Service) Policy() work.Policy {
 		AttemptTimeout: time.Duration(s.cfg.MaxCalls+2) * s.cfg.CallTimeout}
 }
 
-// due reports whether campaign cp needs a pass now.
-func (s *Service) due(cp Campaign, now time.Time) bool {
-	if len(cp.Requests) > 0 || len(cp.OpenIntents()) > 0 || cp.LastPass.IsZero() {
-		return true
-	}
-	next := cp.LastPass.Add(time.Duration(cp.HeartbeatSeconds) * time.Second)
-	if cp.Mode == ModeController {
-		// Renew in time whatever the heartbeat: under half the lease left.
-		renew := cp.LeaseExpiresAt.Add(-time.Duration(cp.LeaseSeconds) * time.Second / 2)
-		if renew.Before(next) {
-			next = renew
-		}
-	}
-	// A tick a little early still counts: the cadence rounds up to the tick.
-	return !now.Add(s.cfg.Tick / 2).Before(next)
-}
-
 func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, _ struct{}) (work.AttemptFunc, error) {
 	cp, err := parse(it)
 	if err != nil {
 		s.log.WarnContext(ctx, "campaign data unreadable; left as it is", slog.String("campaign_id", it.ID))
 		return nil, nil
 	}
-	if !s.due(cp, s.clock.Now().UTC()) {
+	switch now := s.clock.Now().UTC(); {
+	case s.urgent(cp, now):
+	case !s.heartbeat(cp, now):
 		return nil, nil
+	case s.quiet(ctx, cp):
+		return nil, nil // nothing changed: no claim, no write
 	}
 	return func(ctx context.Context, a *work.Attempt) work.Outcome {
 		p := &pass{s: s, a: a, cp: cp, now: s.clock.Now().UTC(), calls: s.cfg.MaxCalls}

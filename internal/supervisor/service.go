@@ -420,16 +420,23 @@ func (s *Service) ask(ctx context.Context, id string, r Request) (Campaign, erro
 	return Campaign{}, molt.Conflict(ReasonBusy, "campaign %s stayed busy; try again", id)
 }
 
-// Delete deletes campaign id (not while a pass holds it: ReasonBusy). It
-// does not release the remote lease: release first. Its events expire.
+// Delete deletes campaign id (not while a pass holds it: ReasonBusy). A
+// campaign in controller mode with its lease unexpired is refused with
+// ReasonReleaseFirst: authority is given up explicitly (control release),
+// never dropped by forgetting it; once the local lease has run out, delete
+// goes ahead. Its events expire.
 func (s *Service) Delete(ctx context.Context, c auth.Caller, id string) error {
 	if err := full(c); err != nil {
 		return err
 	}
 	for try := 0; try < 50; try++ {
-		it, _, err := s.read(ctx, id)
+		it, cp, err := s.read(ctx, id)
 		if err != nil {
 			return err
+		}
+		if cp.Mode == ModeController && s.clock.Now().Before(cp.LeaseExpiresAt) {
+			return molt.Conflict(ReasonReleaseFirst, "campaign %s holds the remote's lease until %s: release control first",
+				id, cp.LeaseExpiresAt.Format(time.RFC3339))
 		}
 		if it.Active {
 			select {

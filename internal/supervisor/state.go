@@ -87,6 +87,7 @@ const (
 	ReasonAttemptsSpent      = "attempts_spent"      // max_attempts submissions were made
 	ReasonTaskActive         = "task_active"         // the remote task is still running: cancel it first
 	ReasonNoTask             = "no_task"             // nothing to cancel
+	ReasonReleaseFirst       = "release_first"       // delete of a campaign that holds the remote's lease
 )
 
 // Remote names the remote agent: its card and where its token lives. The

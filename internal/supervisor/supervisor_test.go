@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,6 +149,19 @@ type env struct {
 	f     *faults
 	admin auth.Caller
 	token string
+	// writes counts the store writes (commits) of the supervisor's protocol.
+	writes *atomic.Int64
+}
+
+// countingBackend counts the commits (store writes) made through it.
+type countingBackend struct {
+	work.Backend
+	commits atomic.Int64
+}
+
+func (b *countingBackend) Commit(ctx context.Context, ops ...work.Op) error {
+	b.commits.Add(1)
+	return b.Backend.Commit(ctx, ops...)
 }
 
 // setup builds the supervising molt (its App on SQLite, no workers: passes
@@ -169,7 +183,10 @@ func setup(t testing.TB, token string) *env {
 		t.Fatal(err)
 	}
 	f := &faults{inner: http.DefaultTransport, reqIDs: map[string]int{}, reject: map[string]int{}}
-	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
+	cb := &countingBackend{Backend: a.Protocol.Backend}
+	proto := *a.Protocol
+	proto.Backend = cb
+	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: &proto, Queue: a.Queue,
 		HTTP: &http.Client{Transport: f, Timeout: 10 * time.Second},
 		Token: func(_ context.Context, ref string) (string, error) {
 			if ref != "env:SUP_TOKEN" {
@@ -177,7 +194,7 @@ func setup(t testing.TB, token string) *env {
 			}
 			return token, nil
 		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second})
-	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token,
+	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token, writes: &cb.commits,
 		admin: auth.Caller{Token: auth.Token{Level: auth.Full}}}
 }
 
@@ -279,6 +296,9 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 	if n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 1 || n[supervisor.EventControlChanged] != 1 {
 		t.Errorf("events %v: want one ATTEMPT_COMPLETED, one MISSION_COMPLETED, one CONTROL_CHANGED", n)
 	}
+	if err := e.svc.Delete(e.ctx, e.admin, c.ID); molt.ErrorReason(err) != supervisor.ReasonReleaseFirst {
+		t.Errorf("delete while holding the lease: %v, want %s", err, supervisor.ReasonReleaseFirst)
+	}
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "release"); err != nil {
 		t.Fatal(err)
 	}
@@ -295,6 +315,12 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 	e.noToken()
 	if b, _ := json.Marshal(c); strings.Contains(string(b), token) {
 		t.Errorf("the campaign as the API shows it holds the remote's token")
+	}
+	if err := e.svc.Delete(e.ctx, e.admin, c.ID); err != nil {
+		t.Errorf("delete after the release: %v", err)
+	}
+	if _, err := e.svc.Get(e.ctx, e.admin, c.ID); molt.ErrorCode(err) != molt.ENOTFOUND {
+		t.Errorf("get after delete: %v, want not found", err)
 	}
 }
 
@@ -404,12 +430,30 @@ func TestLeaseTakenByAnotherController(t *testing.T) {
 		t.Fatalf("mode %s after claim", c.Mode)
 	}
 	time.Sleep(1200 * time.Millisecond) // the remote lease expires
-	other, _, err := remoteApp.CreateToken(e.ctx, auth.Full, "", "other")
+	claimAs(t, base, remoteApp, c.ID, "intruder", 2)
+	c = e.pass(c.ID)
+	c = e.pass(c.ID)
+	if c.Mode != supervisor.ModeObserver {
+		t.Errorf("mode %s, want observer", c.Mode)
+	}
+	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
+		t.Errorf("CONTROL_CHANGED %d, want 2 (claimed, then lost once)", got)
+	}
+	if c.Readback == nil || c.Readback.Controller != "intruder" {
+		t.Errorf("readback %+v", c.Readback)
+	}
+}
+
+// claimAs claims campaign id on the remote molt as controller, with a token
+// of its own, and checks the lease's epoch is epoch.
+func claimAs(t testing.TB, base string, remoteApp *app.App, id, controller string, epoch int) {
+	t.Helper()
+	other, _, err := remoteApp.CreateToken(context.Background(), auth.Full, "", "other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"campaign/claim","params":{"campaignId":"` + c.ID +
-		`","controller":"intruder","requestId":"x1","leaseSeconds":600}}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"campaign/claim","params":{"campaignId":"` + id +
+		`","controller":"` + controller + `","requestId":"x1","leaseSeconds":600}}`
 	req, _ := http.NewRequest("POST", base+"/a2a/acme/main", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("A2A-Version", "1.0")
@@ -421,19 +465,53 @@ func TestLeaseTakenByAnotherController(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(b), `"epoch":2`) {
-		t.Fatalf("the other controller's claim: %s", b)
+	if !strings.Contains(string(b), fmt.Sprintf(`"epoch":%d`, epoch)) {
+		t.Fatalf("%s's claim: %s", controller, b)
 	}
-	c = e.pass(c.ID)
-	c = e.pass(c.ID)
-	if c.Mode != supervisor.ModeObserver {
-		t.Errorf("mode %s, want observer", c.Mode)
+}
+
+// TestIdleHeartbeatReadsOnceWritesNothing: a heartbeat of a controlled
+// campaign where nothing happened is one campaign/get and no store write; a
+// change on the remote (another controller, for an observer) is still seen
+// and recorded by the next heartbeat.
+func TestIdleHeartbeatReadsOnceWritesNothing(t *testing.T) {
+	t.Parallel()
+	base, token, remoteApp := remoteMolt(t)
+	e := setup(t, token)
+	card := base + "/a2a/acme/main/.well-known/agent-card.json"
+	c := e.create(card, 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
 	}
-	if got := e.events(c.ID)[supervisor.EventControlChanged]; got != 2 {
-		t.Errorf("CONTROL_CHANGED %d, want 2 (claimed, then lost once)", got)
+	if c = e.pass(c.ID); c.Mode != supervisor.ModeController {
+		t.Fatalf("mode %s after claim", c.Mode)
 	}
-	if c.Readback == nil || c.Readback.Controller != "intruder" {
-		t.Errorf("readback %+v", c.Readback)
+	e.pass(c.ID)
+	gets, writes := e.f.count("campaign/get"), e.writes.Load()
+	e.f.mu.Lock()
+	calls := len(e.f.calls)
+	e.f.mu.Unlock()
+	for range 3 {
+		e.pass(c.ID)
+	}
+	e.f.mu.Lock()
+	calls = len(e.f.calls) - calls
+	e.f.mu.Unlock()
+	if got := e.f.count("campaign/get") - gets; got != 3 || calls != 3 {
+		t.Errorf("three idle heartbeats made %d remote calls, %d of them campaign/get; want 3 readbacks only", calls, got)
+	}
+	if got := e.writes.Load() - writes; got != 0 {
+		t.Errorf("three idle heartbeats made %d store writes, want 0", got)
+	}
+
+	// An observer of a second campaign sees another controller take it.
+	o := e.create(card, 600)
+	e.pass(o.ID)
+	e.pass(o.ID)
+	claimAs(t, base, remoteApp, o.ID, "intruder", 1)
+	if o = e.pass(o.ID); o.Readback == nil || o.Readback.Controller != "intruder" || o.Readback.Epoch != 1 {
+		t.Errorf("after another controller's claim the observer's readback is %+v", o.Readback)
 	}
 }
 
@@ -566,8 +644,8 @@ func TestRestartMidPass(t *testing.T) {
 }
 
 // BenchmarkIdleHeartbeat is one heartbeat of an idle campaign held under
-// control: its remote calls (the goal is one readback) per pass. Its store
-// writes are not measured: two per pass (the claim and the final write).
+// control: its remote calls and store writes per heartbeat (the goal: one
+// readback and no write).
 func BenchmarkIdleHeartbeat(b *testing.B) {
 	base, token, _ := remoteMolt(b)
 	e := setup(b, token)
@@ -580,6 +658,7 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	e.f.mu.Lock()
 	before := len(e.f.calls)
 	e.f.mu.Unlock()
+	writes := e.writes.Load()
 	b.ResetTimer()
 	for b.Loop() {
 		e.pass(c.ID)
@@ -589,4 +668,5 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	calls := len(e.f.calls) - before
 	e.f.mu.Unlock()
 	b.ReportMetric(float64(calls)/float64(b.N), "remote_calls/op")
+	b.ReportMetric(float64(e.writes.Load()-writes)/float64(b.N), "store_writes/op")
 }

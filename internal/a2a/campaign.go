@@ -742,6 +742,29 @@ func ToolGate(r work.Reader) chat.ToolGate {
 	}
 }
 
+// ReasonCampaignContext: the chat API refused a post into a campaign's
+// context (ECONFLICT).
+const ReasonCampaignContext = "campaign_context"
+
+// PostGuard is chat's post guard for campaigns: the chat API may read a
+// campaign's context but not write to it (only the campaign's controller
+// does, through the extension's control writes).
+func PostGuard(r work.Reader) chat.PostGuard {
+	return func(ctx context.Context, sess session.Session) error {
+		if !sess.External {
+			return nil
+		}
+		_, err := r.GetItem(ctx, KindCampaignContext, sess.ID)
+		switch molt.ErrorCode(err) {
+		case molt.ENOTFOUND:
+			return nil
+		case "":
+			return molt.Conflict(ReasonCampaignContext, "session %s is the context of an A2A campaign: only its controller writes to it", sess.ID)
+		}
+		return err
+	}
+}
+
 // guardContext refuses a write outside the extension to a campaign's context
 // (-32008): only its controller, through control writes, adds or cancels the
 // campaign's tasks.

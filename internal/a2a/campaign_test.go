@@ -277,6 +277,9 @@ func TestCampaignControlWrites(t *testing.T) {
 	wantCode(t, "a plain send to the campaign's context", e.call(a, true, "SendMessage",
 		map[string]any{"message": userMsg("sneak", map[string]any{"contextId": tk.ContextID})}), -32008)
 	wantCode(t, "a plain cancel of the campaign's task", e.call(a, true, "CancelTask", map[string]any{"id": tk.ID}), -32008)
+	if _, err := e.app.Chat.Post(context.Background(), auth.Operator, tk.ContextID, "sneak"); molt.ErrorReason(err) != a2a.ReasonCampaignContext {
+		t.Errorf("the chat API's post into the campaign's context: %v, want %s", err, a2a.ReasonCampaignContext)
+	}
 	r = e.call(a, true, "CancelTask", map[string]any{"id": tk.ID, "metadata": control("c1", "sup", 1, "r4", nil)})
 	if got := decode[wireTask](t, r); r.Error != nil || got.Status.State != "TASK_STATE_CANCELED" {
 		t.Fatalf("cancel under the extension: %s %+v", r.Result, r.Error)

@@ -147,6 +147,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 		Models: d.Models, Clock: clock, Logger: logger}, cfg.Naming)
 	a.Chat.HandleReplied(a.Naming.Replied)
 	a.Chat.GateTools(a2a.ToolGate(a.Store))
+	a.Chat.GuardPosts(a2a.PostGuard(a.Store))
 	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
 	if cfg.Backend != BackendAWS {
 		a.Supervisor = supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,

@@ -74,6 +74,7 @@ type Service struct {
 	onCompacted CompactedHook
 	onReplied   RepliedHook
 	toolGate    ToolGate
+	postGuard   PostGuard
 }
 
 var _ queue.Handler = (*Service)(nil)
@@ -454,6 +455,9 @@ func (s *Service) Post(ctx context.Context, c auth.Caller, sessionID, text strin
 	}
 	sess, err := s.session(ctx, c, sessionID, true)
 	if err != nil {
+		return work.Item{}, err
+	}
+	if err := s.guardPost(ctx, sess); err != nil {
 		return work.Item{}, err
 	}
 	if name, args, fn := s.command(text); fn != nil {

@@ -35,6 +35,29 @@ func (s *Service) GateTools(fn ToolGate) {
 	s.toolGate = fn
 }
 
+// PostGuard refuses a user's post into sess (the chat API's, not a remote
+// agent's over A2A), or returns nil: e.g. a campaign's context, which only
+// its controller writes to (see internal/a2a).
+type PostGuard func(ctx context.Context, sess session.Session) error
+
+// GuardPosts registers the post guard. Register it before serving.
+func (s *Service) GuardPosts(fn PostGuard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.postGuard = fn
+}
+
+// guardPost applies the post guard, if one is registered.
+func (s *Service) guardPost(ctx context.Context, sess session.Session) error {
+	s.mu.RLock()
+	fn := s.postGuard
+	s.mu.RUnlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx, sess)
+}
+
 // gateTools applies the tool gate, if one is registered.
 func (s *Service) gateTools(ctx context.Context, sess session.Session, tools []Tool) []Tool {
 	s.mu.RLock()

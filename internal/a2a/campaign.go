@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -221,6 +222,27 @@ func (h *Handler) newRecord(ref agentRef, st work.Status, d requestData) work.It
 		Data: mustJSON(d), ExpiresAt: h.now().Add(RequestRetention)}
 }
 
+// refuse records the refusal of requestId (an extension error: not the
+// controller, a stale epoch, the lease held or expired, the campaign busy)
+// and returns it: campaign/getRequest then reports the request seen and
+// refused with its code, and a repeat of requestId gets the same refusal.
+// Other errors (bad params, the store) are returned as they are, unrecorded.
+// A failure to record is logged and the refusal still returned: the caller
+// learns the outcome, and a readback then finds the request not seen, which
+// is as true (nothing was changed).
+func (h *Handler) refuse(ctx context.Context, ref agentRef, method, campaignID, requestID string, err error) error {
+	var re *rpcError
+	if !errors.As(err, &re) || re.Code == codeNoCampaign {
+		return err
+	}
+	rec := h.newRecord(ref, RequestDone, requestData{RequestID: requestID, Method: method, CampaignID: campaignID, Error: re})
+	if _, cerr := h.proto.Create(ctx, rec); cerr != nil && molt.ErrorCode(cerr) != molt.ECONFLICT {
+		h.log.WarnContext(ctx, "campaign request refusal not recorded", slog.String("request_id", requestID),
+			slog.String("error", cerr.Error()))
+	}
+	return err
+}
+
 // replay answers a request already recorded: its result, or its error; -32017
 // when the requestId was used for another method or campaign.
 func replay(d requestData, method, campaignID string) (json.RawMessage, error) {
@@ -327,7 +349,8 @@ func (h *Handler) lease(ctx context.Context, c auth.Caller, ref agentRef, method
 				d = campaignData{CampaignID: p.CampaignID, Workspace: ref.ws, Agent: ref.agent, Epoch: 1,
 					Policy: Policy{Access: session.AccessWorkspace}}
 			case state == "held" && (d.Controller != p.Controller || d.ControllerToken != c.Token.ID):
-				return nil, &rpcError{Code: codeLeaseHeld, Message: fmt.Sprintf("campaign %s is held by another controller until %s", p.CampaignID, stamp(d.LeaseExpiresAt))}
+				return nil, h.refuse(ctx, ref, method, p.CampaignID, p.RequestID,
+					&rpcError{Code: codeLeaseHeld, Message: fmt.Sprintf("campaign %s is held by another controller until %s", p.CampaignID, stamp(d.LeaseExpiresAt))})
 			case state == "held":
 				// The controller claims again while it holds the lease: the
 				// same epoch, the lease extended.
@@ -341,7 +364,7 @@ func (h *Handler) lease(ctx context.Context, c auth.Caller, ref agentRef, method
 			}
 		default:
 			if err := d.control(c, p.Controller, *p.Epoch, state); err != nil {
-				return nil, err
+				return nil, h.refuse(ctx, ref, method, p.CampaignID, p.RequestID, err)
 			}
 			if method == "campaign/renew" {
 				d.LeaseExpiresAt = now.Add(lease)
@@ -527,13 +550,13 @@ func (h *Handler) reserve(ctx context.Context, c auth.Caller, ref agentRef, meth
 			return work.Item{}, work.Item{}, nil, err
 		}
 		if err := d.control(c, m.Controller, *m.Epoch, campaignState(it, d, h.now())); err != nil {
-			return work.Item{}, work.Item{}, nil, err
+			return work.Item{}, work.Item{}, nil, h.refuse(ctx, ref, method, m.CampaignID, m.RequestID, err)
 		}
 		if pol != nil {
 			d.Policy = *pol
 		}
 		if err := edit(&d); err != nil {
-			return work.Item{}, work.Item{}, nil, err
+			return work.Item{}, work.Item{}, nil, h.refuse(ctx, ref, method, m.CampaignID, m.RequestID, err)
 		}
 		r := h.newRecord(ref, RequestPending, requestData{RequestID: m.RequestID, Method: method, CampaignID: m.CampaignID})
 		op := h.proto.UpdateSeenOp(it, work.Edit{Data: mustJSON(d)})

@@ -156,6 +156,17 @@ func TestCampaignLease(t *testing.T) {
 		e.call(b, true, "campaign/renew", map[string]any{"campaignId": "c1", "controller": "sup-a", "epoch": 1, "requestId": "b-3"}), -32012)
 	wantCode(t, "renew at a stale epoch",
 		e.call(a, true, "campaign/renew", map[string]any{"campaignId": "c1", "controller": "sup-a", "epoch": 0, "requestId": "a-2"}), -32010)
+	// A refusal is recorded under its requestId: the readback reports it,
+	// and a repeat (even one that would now pass) gets the same refusal.
+	r = e.call(a, true, "campaign/getRequest", map[string]any{"requestId": "a-2"})
+	if got := decode[struct {
+		Seen  bool
+		Error *struct{ Code int }
+	}](t, r); r.Error != nil || !got.Seen || got.Error == nil || got.Error.Code != -32010 {
+		t.Errorf("getRequest of a refused renew: %s %+v, want seen with error -32010", r.Result, r.Error)
+	}
+	wantCode(t, "a refused requestId repeated",
+		e.call(a, true, "campaign/renew", map[string]any{"campaignId": "c1", "controller": "sup-a", "epoch": 1, "requestId": "a-2"}), -32010)
 
 	// A repeated requestId answers the original result and does nothing twice.
 	clock.Advance(10 * time.Second)

@@ -90,8 +90,10 @@ func (s *server) getWorkspaceSettings(w http.ResponseWriter, r *http.Request, c 
 }
 
 // putWorkspaceSettings applies a partial update of a workspace's overrides (a
-// key given as null inherits the global value again) and answers the result;
-// concurrent updates are merged.
+// key given as null inherits the global value again) and answers the result
+// with its ETag. With If-Match the update applies only over one of the named
+// revisions (409 settings_changed otherwise); without it, concurrent updates
+// are merged.
 func (s *server) putWorkspaceSettings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	ws := r.PathValue("ws")
 	if err := s.wsSettings.AuthorizeWorkspace(c, ws, true); err != nil {
@@ -104,7 +106,12 @@ func (s *server) putWorkspaceSettings(w http.ResponseWriter, r *http.Request, c 
 	if err := checkKeys(body, reflect.TypeOf(settings.Overrides{})); err != nil {
 		return err
 	}
-	next, err := s.wsSettings.Update(r.Context(), c, ws, body)
+	var next settings.WorkspaceSettings
+	if revs, ok := ifMatchRevisions(r); ok {
+		next, err = s.wsSettings.UpdateIf(r.Context(), c, ws, body, revs)
+	} else {
+		next, err = s.wsSettings.Update(r.Context(), c, ws, body)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
+
+	"github.com/molt-dev/molt/internal/settings"
 )
 
 // wsSettingsDoc is GET/PUT /api/workspaces/{ws}/settings's answer.
@@ -105,4 +108,34 @@ func TestWorkspaceSettings(t *testing.T) {
 	if d.Naming.Mode != nil || d.Naming.TimeoutSeconds != nil {
 		t.Fatalf("overrides of the re-created workspace = %+v, want none", d.Naming)
 	}
+}
+
+// TestWorkspaceSettingsIfMatch: a PUT of a workspace's overrides with
+// If-Match applies only over the revision named (409 settings_changed
+// otherwise, nothing written); "*" or a list naming the current tag applies.
+func TestWorkspaceSettingsIfMatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const path = "/api/workspaces/acme/settings"
+	put := func(body, tag string) *http.Response {
+		return e.do(req{method: "PUT", path: path, token: e.full, body: body, header: map[string]string{"If-Match": tag}})
+	}
+	first := e.do(req{method: "GET", path: path, token: e.full})
+	wantStatus(t, first, 200)
+	tag0 := first.Header.Get("ETag")
+	resp := put(`{"naming":{"timeout_seconds":7}}`, tag0)
+	wantStatus(t, resp, 200)
+	tag1 := resp.Header.Get("ETag")
+	if tag1 == "" || tag1 == tag0 {
+		t.Fatalf("ETag after PUT = %q, want a new one (was %q)", tag1, tag0)
+	}
+	for _, stale := range []string{tag0, `"99"`, `W/` + tag1, `bogus`} {
+		wantProblem(t, put(`{"naming":{"timeout_seconds":9}}`, stale), 409, settings.ReasonChanged, "")
+	}
+	d := decodeWSSettings(t, wantStatus(t, e.do(req{method: "GET", path: path, token: e.full}), 200))
+	if d.Naming.TimeoutSeconds == nil || *d.Naming.TimeoutSeconds != 7 {
+		t.Fatalf("overrides after refused updates = %+v, want timeout 7", d.Naming)
+	}
+	wantStatus(t, put(`{"naming":{"timeout_seconds":8}}`, tag0+", "+tag1), 200)
+	wantStatus(t, put(`{"naming":{"timeout_seconds":9}}`, "*"), 200)
 }

@@ -219,6 +219,23 @@ func (s *WorkspaceService) view(ctx context.Context, o Overrides, rev int64) (Wo
 // patch, ECONFLICT/ReasonChanged when the overrides changed under each of
 // UpdateTries tries.
 func (s *WorkspaceService) Update(ctx context.Context, c auth.Caller, ws string, patch []byte) (WorkspaceSettings, error) {
+	return s.update(ctx, c, ws, patch, nil)
+}
+
+// UpdateIf is Update for a caller that has seen one of the revisions revs (an
+// If-Match list): it writes only over the revision it read, if that is one of
+// revs, and never merges into a later one. ECONFLICT with reason ReasonChanged
+// when the stored revision is not among revs or moves on before the write.
+func (s *WorkspaceService) UpdateIf(ctx context.Context, c auth.Caller, ws string, patch []byte, revs []int64) (WorkspaceSettings, error) {
+	if revs == nil {
+		revs = []int64{}
+	}
+	return s.update(ctx, c, ws, patch, revs)
+}
+
+// update merges patch and writes; want == nil retries on a conflict, else the
+// revision read must be one of want and a conflict is final.
+func (s *WorkspaceService) update(ctx context.Context, c auth.Caller, ws string, patch []byte, want []int64) (WorkspaceSettings, error) {
 	if err := authorizeWorkspace(c, ws, true); err != nil {
 		return WorkspaceSettings{}, err
 	}
@@ -227,6 +244,9 @@ func (s *WorkspaceService) Update(ctx context.Context, c auth.Caller, ws string,
 		cur, rev, rerr := s.Store.ReadWorkspaceSettings(ctx, ws)
 		if rerr != nil {
 			return WorkspaceSettings{}, fmt.Errorf("read settings of workspace %s: %w", ws, rerr)
+		}
+		if want != nil && !slices.Contains(want, rev) {
+			return WorkspaceSettings{}, changed(rev)
 		}
 		next, merr := MergeOverrides(cur, patch)
 		if merr != nil {
@@ -244,7 +264,7 @@ func (s *WorkspaceService) Update(ctx context.Context, c auth.Caller, ws string,
 				return s.view(ctx, next, grev)
 			}
 		}
-		if molt.ErrorReason(err) != ReasonChanged {
+		if molt.ErrorReason(err) != ReasonChanged || want != nil {
 			return WorkspaceSettings{}, fmt.Errorf("put settings of workspace %s: %w", ws, err)
 		}
 		if try+1 < UpdateTries {

@@ -148,6 +148,42 @@ func TestDelegationToWorkspaceAgent(t *testing.T) {
 	}
 }
 
+// TestDelegatedTimeoutReported: a sub-turn whose workers keep dying is timed
+// out by the tick, and the session that asked is told, once, in the same
+// write: it does not wait for an answer that will never come.
+func TestDelegatedTimeoutReported(t *testing.T) {
+	t.Parallel()
+	var parentTurn string
+	var mu sync.Mutex
+	h := delegating(t, options{cfg: chat.Config{MaxAttempts: 1, BeforeFinish: func(tc chat.TurnContext) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if tc.Turn.ID != parentTurn {
+			return errors.New("killed")
+		}
+		return nil
+	}}})
+	s := h.session()
+	mu.Lock()
+	parentTurn = h.post(s.ID, "Have the reviewer look at this").ID
+	mu.Unlock()
+	if errs := h.drain(); len(errs) != 1 {
+		t.Fatalf("handler errors = %v, want the sub-turn's kill", errs)
+	}
+	h.clock.Advance(h.app.Chat.Config().Timeout + time.Second)
+	if res := h.tick(); res.Expired != 1 {
+		t.Fatalf("tick = %+v, want the sub-turn expired", res)
+	}
+	h.tick()
+	parent := h.messages(s.ID)
+	if got := roles(parent); got != "user system system" {
+		t.Fatalf("parent log = %q", texts(parent))
+	}
+	if want := "reviewer could not answer: its turn timed out"; parent[2].Text != want {
+		t.Errorf("report line = %q, want %q", parent[2].Text, want)
+	}
+}
+
 // TestDelegationStaysLocal: the resolver's local and abstain decisions give
 // the normal turn, with the decision on the turn's record; an agent without
 // delegation: true never dispatches.

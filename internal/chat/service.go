@@ -120,8 +120,9 @@ func (s *Service) Policy() work.Policy {
 // TimeoutNotice is the system line of a turn the tick timed out.
 const TimeoutNotice = "No reply: the turn's workers stopped answering and its attempts are spent. Please try again."
 
-// expireOps appends the timeout notice to the turn's session; nothing when the
-// session is gone (the turn still ends).
+// expireOps appends the timeout notice to the turn's session, and for a
+// delegated turn a report line to the session that asked; nothing for a
+// session that is gone (the turn still ends).
 func (s *Service) expireOps(ctx context.Context, it work.Item) ([]work.Op, error) {
 	d, err := ParseTurnData(it.Data)
 	if err != nil {
@@ -134,8 +135,22 @@ func (s *Service) expireOps(ctx context.Context, it work.Item) ([]work.Op, error
 	if err != nil {
 		return nil, err
 	}
-	return []work.Op{session.AppendMessage{Message: session.Message{SessionID: sess.ID, Seq: sess.NextSeq,
-		Role: session.RoleSystem, Text: TimeoutNotice, TurnID: it.ID, CreatedAt: s.clock.Now()}}}, nil
+	now := s.clock.Now()
+	ops := []work.Op{session.AppendMessage{Message: session.Message{SessionID: sess.ID, Seq: sess.NextSeq,
+		Role: session.RoleSystem, Text: TimeoutNotice, TurnID: it.ID, CreatedAt: now}}}
+	if d.ReportTo != "" && d.ReportTo != sess.ID {
+		// A delegated turn: the session that asked is told it gets no answer.
+		parent, err := s.store.GetSession(ctx, d.ReportTo)
+		switch {
+		case molt.ErrorCode(err) == molt.ENOTFOUND:
+		case err != nil:
+			return nil, err
+		default:
+			ops = append(ops, session.AppendMessage{Message: session.Message{SessionID: parent.ID, Seq: parent.NextSeq,
+				Role: session.RoleSystem, Text: reportLine(d.ReportAs, work.StatusTimeout, "its turn timed out"), TurnID: it.ID, CreatedAt: now}})
+		}
+	}
+	return ops, nil
 }
 
 // Tools returns the tool registry; register tools before the first turn runs.

@@ -156,6 +156,46 @@ func TestEmptyIsSuccess(t *testing.T) {
 	}
 }
 
+// TestSomeEnginesDownIsEmpty: an empty SearXNG answer with unresponsive
+// engines is an outage only when they are every enabled general engine its
+// /config lists; with one of them up it is an empty success.
+func TestSomeEnginesDownIsEmpty(t *testing.T) {
+	t.Parallel()
+	unresponsive := testdata(t, "searxng_unresponsive.json") // brave, duckduckgo, mojeek
+	for _, c := range []struct {
+		name, engines, want string
+	}{
+		{"wikipedia up", `{"name":"wikipedia","categories":["general"],"enabled":true},`, "searxng:ok:"},
+		{"all general down", `{"name":"wikipedia","categories":["general"],"enabled":false},` +
+			`{"name":"openstreetmap","categories":["map"],"enabled":true},`, "searxng:failed:engines_unresponsive duckduckgo:ok:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			config := []byte(`{"categories":["general","map"],"engines":[` + c.engines +
+				`{"name":"brave","categories":["general","web"],"enabled":true},` +
+				`{"name":"duckduckgo","categories":["general","web"],"enabled":true},` +
+				`{"name":"mojeek","categories":["general","web"],"enabled":true}]}`)
+			sx := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Path == "/config" {
+					_, _ = w.Write(config)
+					return
+				}
+				_, _ = w.Write(unresponsive)
+			})
+			ddg := serve(t, ddgOK(t, "ddg_results.html"))
+			resp, err := client(search.Config{SearXNGURL: sx.URL, DuckDuckGoURL: ddg.URL, Timeout: time.Second}).
+				Search(context.Background(), search.Query{Text: "zzqqxx"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := attempts(resp); got != c.want {
+				t.Fatalf("attempts %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
 // TestSearXNGFailuresFallBack: every SearXNG failure mode has its reason and
 // the chain goes on to DuckDuckGo.
 func TestSearXNGFailuresFallBack(t *testing.T) {

@@ -6,14 +6,24 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 )
 
 // searxng is a SearXNG instance's JSON API: GET {base}/search?q=…&format=json.
 type searxng struct {
 	base string
 	http *http.Client
+
+	mu      sync.Mutex
+	general map[string]bool // the enabled engines of category general, from /config
+	readAt  time.Time
 }
+
+// configEvery is how long the engine list read from /config is trusted.
+const configEvery = 10 * time.Minute
 
 func (s *searxng) name() string     { return BackendSearXNG }
 func (s *searxng) configured() bool { return s.base != "" }
@@ -56,9 +66,10 @@ func (s *searxng) search(ctx context.Context, q string, _ int) ([]Result, error)
 	if err := json.Unmarshal(body, &a); err != nil || a.Results == nil {
 		return nil, fail(ReasonMalformed)
 	}
-	// An empty answer while engines failed is an outage, not "nothing found":
-	// with engines down SearXNG still answers 200 with results: [].
-	if len(*a.Results) == 0 && len(a.UnresponsiveEngines) > 0 {
+	// An empty answer while every engine failed is an outage, not "nothing
+	// found": with its engines down SearXNG still answers 200 with
+	// results: []. An empty answer with some engines up is a success.
+	if len(*a.Results) == 0 && len(a.UnresponsiveEngines) > 0 && s.allDown(ctx, a.UnresponsiveEngines) {
 		return nil, fail(ReasonEnginesUnresponsive)
 	}
 	out := make([]Result, 0, len(*a.Results))
@@ -66,6 +77,81 @@ func (s *searxng) search(ctx context.Context, q string, _ int) ([]Result, error)
 		out = append(out, Result{Title: r.Title, URL: r.URL, Snippet: r.Content})
 	}
 	return out, nil
+}
+
+// allDown reports whether the unresponsive engines (["name", "reason"]
+// pairs) are every engine a query without categories asks: the enabled
+// engines of category general, as /config lists them. When /config cannot
+// be read it reports true: an answer it cannot tell from an outage falls
+// back rather than pass for an empty success.
+func (s *searxng) allDown(ctx context.Context, unresponsive []json.RawMessage) bool {
+	general := s.engines(ctx)
+	if len(general) == 0 {
+		return true
+	}
+	down := map[string]bool{}
+	for _, raw := range unresponsive {
+		var pair []string
+		if json.Unmarshal(raw, &pair) == nil && len(pair) > 0 {
+			down[pair[0]] = true
+		}
+	}
+	for name := range general {
+		if !down[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// engines returns the enabled engines of category general from /config,
+// read at most every configEvery; nil when it cannot be read.
+func (s *searxng) engines(ctx context.Context) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.general != nil && time.Since(s.readAt) < configEvery {
+		return s.general
+	}
+	cfg, err := s.config(ctx)
+	if err != nil {
+		return nil
+	}
+	general := map[string]bool{}
+	for _, e := range cfg.Engines {
+		if e.Enabled && slices.Contains(e.Categories, "general") {
+			general[e.Name] = true
+		}
+	}
+	s.general, s.readAt = general, time.Now()
+	return general
+}
+
+// searxngConfig is the part of SearXNG's /config molt reads.
+type searxngConfig struct {
+	Engines []struct {
+		Name       string   `json:"name"`
+		Categories []string `json:"categories"`
+		Enabled    bool     `json:"enabled"`
+	} `json:"engines"`
+}
+
+// config reads /config; it fails with reason malformed unless the answer is
+// JSON listing at least one engine.
+func (s *searxng) config(ctx context.Context) (searxngConfig, error) {
+	var cfg searxngConfig
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.base, "/")+"/config", http.NoBody)
+	if err != nil {
+		return cfg, fail(ReasonMalformed)
+	}
+	req.Header.Set("Accept", "application/json")
+	body, _, err := do(s.http, req, MaxSearchBody, nil)
+	if err != nil {
+		return cfg, err
+	}
+	if err := json.Unmarshal(body, &cfg); err != nil || len(cfg.Engines) == 0 {
+		return cfg, fail(ReasonMalformed)
+	}
+	return cfg, nil
 }
 
 // Probe asks a SearXNG instance for /config and reports whether it answered
@@ -76,20 +162,6 @@ func Probe(ctx context.Context, c *Client) error {
 	if !ok || !s.configured() {
 		return fail(ReasonNotConfigured)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.base, "/")+"/config", http.NoBody)
-	if err != nil {
-		return fail(ReasonMalformed)
-	}
-	req.Header.Set("Accept", "application/json")
-	body, _, err := do(s.http, req, MaxSearchBody, nil)
-	if err != nil {
-		return err
-	}
-	var cfg struct {
-		Engines []json.RawMessage `json:"engines"`
-	}
-	if err := json.Unmarshal(body, &cfg); err != nil || len(cfg.Engines) == 0 {
-		return fail(ReasonMalformed)
-	}
-	return nil
+	_, err := s.config(ctx)
+	return err
 }

@@ -148,6 +148,7 @@ type env struct {
 	f     *faults
 	admin auth.Caller
 	token string
+	model *scripted
 }
 
 // setup builds the supervising molt (its App on SQLite, no workers: passes
@@ -169,7 +170,8 @@ func setup(t testing.TB, token string) *env {
 		t.Fatal(err)
 	}
 	f := &faults{inner: http.DefaultTransport, reqIDs: map[string]int{}, reject: map[string]int{}}
-	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
+	m := &scripted{inner: a.Model}
+	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: m,
 		HTTP: &http.Client{Transport: f, Timeout: 10 * time.Second},
 		Token: func(_ context.Context, ref string) (string, error) {
 			if ref != "env:SUP_TOKEN" {
@@ -177,7 +179,7 @@ func setup(t testing.TB, token string) *env {
 			}
 			return token, nil
 		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second})
-	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token,
+	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token, model: m,
 		admin: auth.Caller{Token: auth.Token{Level: auth.Full}}}
 }
 
@@ -224,7 +226,7 @@ func (e *env) events(id string) map[string]int {
 // noToken checks that the remote's token is nowhere in the supervisor's store.
 func (e *env) noToken() {
 	e.t.Helper()
-	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent} {
+	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent, supervisor.KindDecision} {
 		pg, err := e.app.Store.ListItems(e.ctx, work.ListQuery{Kind: k})
 		if err != nil {
 			e.t.Fatal(err)
@@ -233,6 +235,11 @@ func (e *env) noToken() {
 			if strings.Contains(string(it.Data), e.token) {
 				e.t.Errorf("%s %s holds the remote's token", k, it.ID)
 			}
+		}
+	}
+	for _, text := range e.model.texts() {
+		if strings.Contains(text, e.token) || strings.Contains(text, "SUP_TOKEN") {
+			e.t.Errorf("a decision's prompt holds the remote's token or its token_ref")
 		}
 	}
 }
@@ -275,10 +282,23 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 		t.Fatalf("state %s (task %s), want completed", c.State, c.TaskState)
 	}
 	c = e.pass(c.ID) // nothing new
+	if n := e.events(c.ID); n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 0 {
+		t.Errorf("events %v before the decisions ran: want one ATTEMPT_COMPLETED and no MISSION_COMPLETED", n)
+	}
+	// The completed attempt's decision: finish proposed, approved, relayed;
+	// the next pass completes the mission.
+	e.decide()
+	c = e.pass(c.ID)
+	e.decide()
+	c = e.pass(c.ID) // nothing new
+	if c.State != supervisor.StateFinished {
+		t.Errorf("state %s after the decisions, want finished", c.State)
+	}
 	n := e.events(c.ID)
 	if n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 1 || n[supervisor.EventControlChanged] != 1 {
 		t.Errorf("events %v: want one ATTEMPT_COMPLETED, one MISSION_COMPLETED, one CONTROL_CHANGED", n)
 	}
+	e.finishDecided(c)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "release"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -199,6 +201,9 @@ func TestRejectedTwiceEscalates(t *testing.T) {
 			t.Errorf("round %d: %+v, want finish rejected as not completed", i+1, r)
 		}
 	}
+	if s, r := e.model.count(supervisor.AgentSupervisor), e.model.count(supervisor.AgentReviewer); s != 2 || r != 2 {
+		t.Errorf("model calls: %d supervisor, %d reviewer; want 2 and 2", s, r)
+	}
 	if d.Relayed == nil || d.Relayed.Action != supervisor.ActionEscalate {
 		t.Errorf("relayed %+v, want the escalation", d.Relayed)
 	}
@@ -374,4 +379,49 @@ func TestSupervisorAgent(t *testing.T) {
 func isField(err error, field string) bool {
 	var me *molt.Error
 	return errors.As(err, &me) && me.Code == molt.EINVALID && me.Field == field
+}
+
+// TestDecisionStatesDocumented: the Decision table of docs/architecture.md
+// ("Supervisor") uses exactly the statuses a decision can be in.
+func TestDecisionStatesDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "**Decision** (`supervisor.KindDecision`")
+	if i < 0 {
+		t.Fatal("docs/architecture.md has no Decision table")
+	}
+	table := doc[i:]
+	if j := strings.Index(table, "\n\n"); j >= 0 {
+		if k := strings.Index(table[j+2:], "\n\n"); k >= 0 {
+			table = table[:j+2+k]
+		}
+	}
+	statuses := []work.Status{work.StatusPending, work.StatusRunning, work.StatusTimeout, supervisor.DecisionContinued,
+		supervisor.DecisionRelayed, supervisor.DecisionEscalated, supervisor.DecisionRefused, supervisor.DecisionFailed}
+	code := regexp.MustCompile("`([a-z_]+)`")
+	seen := map[work.Status]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.Contains(line, "---") || strings.TrimSpace(cells[1]) == "from" {
+			continue
+		}
+		for _, cell := range cells[1:3] {
+			for _, m := range code.FindAllStringSubmatch(cell, -1) {
+				st := work.Status(m[1])
+				if !slices.Contains(statuses, st) {
+					t.Errorf("the Decision table names status %q, which the code does not define", st)
+				}
+				seen[st] = true
+			}
+		}
+	}
+	for _, st := range statuses {
+		if !seen[st] {
+			t.Errorf("the Decision table never shows status %q", st)
+		}
+	}
 }

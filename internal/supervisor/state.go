@@ -220,7 +220,7 @@ type Campaign struct {
 	// ModelCalls counts them (added by each decision's final write).
 	ModelBudget int `json:"model_budget"`
 	ModelCalls  int `json:"model_calls"`
-	// LastDecision is the seq of the newest decision created ("0": none); each
+	// LastDecision is the seq of the newest decision created (0: none); each
 	// decision names the one before it (Decision.Prev).
 	LastDecision int `json:"last_decision,omitempty"`
 	// Consumed holds the ids of the last decisions whose requests a pass took

@@ -371,7 +371,7 @@ func (d *Decider) end(dc Decision, to work.Status, why string, r *Request) work.
 		if err != nil {
 			return work.Transition{}, nil, err
 		}
-		for try := 0; it.Active && try < 30; try++ { // a pass holds it; passes are short
+		for try := 0; it.Active && try < 20; try++ { // a pass holds it; passes are short
 			select {
 			case <-ctx.Done():
 				return work.Transition{}, nil, ctx.Err()

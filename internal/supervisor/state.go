@@ -272,6 +272,9 @@ func parse(it work.Item) (Campaign, error) {
 		return Campaign{}, molt.Invalid("data", "not a campaign's data")
 	}
 	c.ID, c.UpdatedAt = it.ID, it.UpdatedAt
+	if c.ModelBudget == 0 {
+		c.ModelBudget = DefaultModelBudget // a campaign created before decisions
+	}
 	return c, nil
 }
 

@@ -297,7 +297,6 @@ func (d *Decider) run(ctx context.Context, a *work.Attempt, dc Decision) work.Ou
 			}
 			pr, perr := parseProposal(text)
 			if perr != nil {
-				dc.Rounds = append(dc.Rounds, Round{Proposal: Proposal{Action: ActionEscalate, Reason: "unreadable answer"}})
 				return escalate("the supervising agent's answer was not a proposal")
 			}
 			dc.Rounds = append(dc.Rounds, Round{Proposal: pr})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -13,11 +15,15 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/a2astate"
+	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/supervisor"
 	"github.com/molt-dev/molt/internal/work"
+	"github.com/molt-dev/molt/internal/workspace"
 )
 
 // scripted is the decisions' model: the app's (offline, with the
@@ -423,5 +429,97 @@ func TestDecisionStatesDocumented(t *testing.T) {
 		if !seen[st] {
 			t.Errorf("the Decision table never shows status %q", st)
 		}
+	}
+}
+
+// TestServeDecidesMission: two molt serve processes on loopback. The first
+// supervises a campaign on the second with its workers and tick alone (no
+// pass or decision run by hand): it claims, submits, sees the task complete,
+// and its decision worker finishes the mission: exactly one ATTEMPT_COMPLETED
+// and one MISSION_COMPLETED, the finish proposed and approved on the offline
+// model.
+func TestServeDecidesMission(t *testing.T) {
+	base, token, _ := remoteMolt(t)
+	t.Setenv("SERVE_SUP_TOKEN", token)
+	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(),
+		Supervisor: supervisor.Config{Tick: time.Second, CallTimeout: 5 * time.Second}}
+	clock := molt.SystemClock{}
+	ids := &molt.SortableIDs{Clock: clock}
+	d, err := localbackend.Open(cfg, clock, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Clock, d.IDs = clock, ids
+	a := app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", Tick: time.Second, AdminToken: auth.NewSecret(), Recover: true,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
+	<-ready
+	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	admin := auth.Caller{Token: auth.Token{Level: auth.Full}}
+	svc := a.Supervisor
+	c, err := svc.Create(ctx, admin, supervisor.Input{Name: "served", Workspace: "acme", Mission: "say hello", HeartbeatSeconds: 1,
+		Remote: supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SERVE_SUP_TOKEN"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string, ok func(supervisor.Campaign) bool) supervisor.Campaign {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			got, err := svc.Get(ctx, admin, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: campaign %+v", what, got)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	wait("capabilities", func(c supervisor.Campaign) bool { return c.Capabilities != nil })
+	if _, err := svc.Control(ctx, admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Submit(ctx, admin, c.ID, "hello there"); err != nil {
+		t.Fatal(err)
+	}
+	c = wait("mission finished", func(c supervisor.Campaign) bool { return c.State == supervisor.StateFinished })
+	time.Sleep(2 * time.Second) // a few more heartbeats and decisions: nothing new
+	evs, err := svc.Events(ctx, admin, c.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, ev := range evs {
+		n[ev.Type]++
+	}
+	if n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 1 {
+		t.Errorf("events %v: want one ATTEMPT_COMPLETED and one MISSION_COMPLETED", n)
+	}
+	ds, err := svc.Decisions(ctx, admin, c.ID, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := 0
+	for _, d := range ds {
+		if d.Outcome == string(supervisor.DecisionRelayed) && d.Relayed != nil && d.Relayed.Action == supervisor.ActionFinish &&
+			d.Event.Type == supervisor.EventAttemptCompleted && d.Rounds[0].Verdict != nil && d.Rounds[0].Verdict.Approve {
+			finished++
+		}
+	}
+	if finished != 1 {
+		t.Errorf("decisions %+v: want one approved finish relayed", ds)
 	}
 }

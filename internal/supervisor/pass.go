@@ -56,6 +56,17 @@ func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, _ st
 		return nil, nil
 	}
 	return func(ctx context.Context, a *work.Attempt) work.Outcome {
+		// The claim's condition is the status and attempts, not the data: a
+		// request queued (or a decision relayed) between the wake-up's read
+		// and the claim is only in the item as it is now. No one else writes
+		// it while the claim holds.
+		cur, err := s.store.GetItem(ctx, KindCampaign, it.ID)
+		if err != nil {
+			return work.GiveBack("store_unavailable", false, nil)
+		}
+		if fresh, err := parse(cur); err == nil {
+			cp = fresh
+		}
 		p := &pass{s: s, a: a, cp: cp, now: s.clock.Now().UTC(), calls: s.cfg.MaxCalls}
 		return p.run(ctx)
 	}, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/supervisor"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -609,4 +610,59 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	calls := len(e.f.calls) - before
 	e.f.mu.Unlock()
 	b.ReportMetric(float64(calls)/float64(b.N), "remote_calls/op")
+}
+
+// racyStore is the supervisor's store with one trap: armed, the next read of
+// a campaign runs queue (a person's request) right after reading, so the
+// caller holds the campaign as it was before the request.
+type racyStore struct {
+	store.Store
+	mu    sync.Mutex
+	queue func()
+}
+
+func (r *racyStore) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {
+	it, err := r.Store.GetItem(ctx, kind, id)
+	r.mu.Lock()
+	q := r.queue
+	if kind == supervisor.KindCampaign {
+		r.queue = nil
+	}
+	r.mu.Unlock()
+	if q != nil && kind == supervisor.KindCampaign {
+		q()
+	}
+	return it, err
+}
+
+// TestRequestQueuedBeforeClaimKept: a request queued between the wake-up's
+// read of the campaign and the pass's claim (which is conditional on the
+// status and attempts, not on the data) is carried out, not overwritten by
+// the pass's final write.
+func TestRequestQueuedBeforeClaimKept(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	racy := &racyStore{Store: e.app.Store}
+	svc := supervisor.New(supervisor.Deps{Store: racy, Protocol: &work.Protocol{Backend: racy, Clock: molt.SystemClock{}, IDs: e.app.IDs},
+		Queue: e.app.Queue, HTTP: &http.Client{Transport: e.f}, Model: e.model,
+		Token: func(context.Context, string) (string, error) { return token, nil }}, supervisor.Config{Tick: 2 * time.Second})
+	e.svc = svc
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(c.ID)
+	racy.mu.Lock()
+	racy.queue = func() {
+		if _, err := svc.Submit(e.ctx, e.admin, c.ID, "queued before the claim"); err != nil {
+			t.Errorf("submit: %v", err)
+		}
+	}
+	racy.mu.Unlock()
+	c = e.pass(c.ID)
+	if n := e.f.count("SendMessage"); n != 1 || c.AttemptsUsed != 1 || len(c.Requests) != 0 {
+		t.Errorf("SendMessage sent %d times, attempts %d, requests %+v: the request queued before the claim was lost", n, c.AttemptsUsed, c.Requests)
+	}
 }

@@ -284,7 +284,7 @@ func (d *Decider) run(ctx context.Context, a *work.Attempt, dc Decision) work.Ou
 				return escalate("the reviewer rejected two proposals: " + dc.Rounds[n-1].Verdict.Objection)
 			}
 			if !budget() {
-				return escalate("the campaign's model budget is spent")
+				return d.spent(ctx, dc)
 			}
 			req, err := d.proposalRequest(ctx, cp, dc)
 			if err != nil {
@@ -320,7 +320,7 @@ func (d *Decider) run(ctx context.Context, a *work.Attempt, dc Decision) work.Ou
 			return d.end(dc, DecisionRelayed, "", &Request{Action: r.Proposal.Action, Text: r.Proposal.Text})
 		}
 		if !budget() {
-			return escalate("the campaign's model budget is spent")
+			return d.spent(ctx, dc)
 		}
 		dc.Calls++
 		text, out, ok := d.generate(ctx, a, &dc, reviewRequest(cp, dc, r.Proposal))
@@ -336,6 +336,22 @@ func (d *Decider) run(ctx context.Context, a *work.Attempt, dc Decision) work.Ou
 			return work.Leave(err)
 		}
 	}
+}
+
+// budgetSpent is the reason of a decision that found the model budget spent.
+const budgetSpent = "the campaign's model budget is spent"
+
+// spent ends a decision that found the campaign's model budget spent:
+// escalated without a model call. The person is told once: when the
+// campaign's previous decision escalated for the budget already, nothing
+// more is relayed.
+func (d *Decider) spent(ctx context.Context, dc Decision) work.Outcome {
+	if dc.Prev != "" {
+		if it, err := d.s.store.GetItem(ctx, KindDecision, dc.Prev); err == nil && it.Status == DecisionEscalated && it.Reason == budgetSpent {
+			return d.end(dc, DecisionEscalated, budgetSpent, nil)
+		}
+	}
+	return d.end(dc, DecisionEscalated, budgetSpent, &Request{Action: ActionEscalate, Text: budgetSpent})
 }
 
 // generate makes one model call. A failure gives the decision back (its
@@ -388,7 +404,7 @@ func (d *Decider) end(dc Decision, to work.Status, why string, r *Request) work.
 			return work.Transition{To: DecisionRefused, Data: out.encode(), Reason: work.Ptr("decision_consumed")}, nil, nil
 		}
 		if dc.Calls == 0 && r == nil {
-			return work.Transition{To: to, Data: out.encode(), Reason: work.Ptr(why)}, nil, nil
+			return work.Transition{To: to, Data: out.encode(), Reason: work.Ptr(clip(why, 200))}, nil, nil
 		}
 		cp.ModelCalls += dc.Calls
 		if r != nil {

@@ -363,6 +363,21 @@ func TestModelBudgetStopsModelCalls(t *testing.T) {
 	if e.events(c.ID)[supervisor.EventBlocked] != 1 {
 		t.Errorf("no escalated BLOCKED event for the spent budget")
 	}
+	// The next event's decision escalates too, still without a call, and
+	// tells no one again.
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(c.ID)
+	e.decide()
+	c = e.pass(c.ID)
+	ds = e.decisions(c.ID)
+	if len(ds) != 3 || ds[0].Outcome != string(supervisor.DecisionEscalated) || ds[0].Relayed != nil || e.model.total() != 1 {
+		t.Errorf("decisions %+v (model calls %d): want the third escalated, nothing relayed, no call", ds, e.model.total())
+	}
+	if n := e.events(c.ID)[supervisor.EventBlocked]; n != 1 {
+		t.Errorf("%d BLOCKED events for one spent budget, want 1", n)
+	}
 }
 
 // TestSupervisorAgent: a campaign's supervising agent must be on the
@@ -379,6 +394,14 @@ func TestSupervisorAgent(t *testing.T) {
 	c, err := e.svc.Create(e.ctx, e.admin, in)
 	if err != nil || c.Supervisor != "main" || c.ModelBudget != supervisor.DefaultModelBudget {
 		t.Fatalf("create with supervisor main: %+v, %v", c, err)
+	}
+	e, c = claimed(t, supervisor.Input{Supervisor: "main"})
+	e.decide()
+	d := e.decisionOf(c, supervisor.EventControlChanged)
+	prompts := e.model.texts()
+	if d.Agent != "main" || len(prompts) != 1 || !strings.HasPrefix(prompts[0], supervisor.Marker(supervisor.AgentSupervisor)) ||
+		!strings.Contains(prompts[0], "=== agents/main (the campaign's supervising agent) ===") {
+		t.Errorf("decision agent %q, prompts %d: want main's assembled prompt after the built-in protocol", d.Agent, len(prompts))
 	}
 }
 

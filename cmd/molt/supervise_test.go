@@ -57,7 +57,8 @@ type campaignView struct {
 // TestTwoServesSupervise is the supervisor's check on two real `molt serve`
 // processes on loopback: the first supervises a campaign on the second
 // through its card URL; it claims control, submits, sees the task complete as
-// exactly one ATTEMPT_COMPLETED and one MISSION_COMPLETED, and releases; it
+// exactly one ATTEMPT_COMPLETED and, once its decision (the offline model's
+// finish, approved) is carried out, one MISSION_COMPLETED, and releases; it
 // claims again, and while it is stopped (SIGSTOP) past its lease another
 // controller claims the remote's campaign: resumed, the first becomes an
 // observer with exactly one more CONTROL_CHANGED. The remote's token appears
@@ -134,7 +135,7 @@ func TestTwoServesSupervise(t *testing.T) {
 	api("POST", path+"/control", `{"action":"claim"}`, 202)
 	wait("control claimed", func(c campaignView) bool { return c.Mode == "controller" && c.Epoch == 1 })
 	api("POST", path+"/submit", `{"text":"say hello to the team"}`, 202)
-	wait("the mission completed", func(c campaignView) bool { return c.State == "completed" })
+	wait("the mission finished", func(c campaignView) bool { return c.State == "finished" })
 	deadline := time.Now().Add(30 * time.Second)
 	for events()["MISSION_COMPLETED"] == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)

@@ -17,6 +17,7 @@ import (
 	"github.com/molt-dev/molt/internal/httpapi"
 	"github.com/molt-dev/molt/internal/memqueue"
 	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/naming"
 	"github.com/molt-dev/molt/internal/queue"
@@ -25,6 +26,7 @@ import (
 	"github.com/molt-dev/molt/internal/settings"
 	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/supervisor"
+	"github.com/molt-dev/molt/internal/supervisor/offlinesup"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
 )
@@ -126,7 +128,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Protocol = &work.Protocol{Backend: a.Store, Clock: clock, IDs: ids}
 	a.Model = d.Model
 	if a.Model == nil {
-		a.Model = offlineevo.New()
+		a.Model = offline.New(append(offlineevo.Handlers(), offlinesup.Handlers()...)...)
 	}
 	a.Chat = chat.New(chat.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue, Model: a.Model,
 		Clock: clock, IDs: ids, Logger: logger}, cfg.Chat)
@@ -151,7 +153,7 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
 	if cfg.Backend != BackendAWS {
 		a.Supervisor = supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
-			Clock: clock, IDs: ids, Logger: logger}, cfg.Supervisor)
+			Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Supervisor)
 	}
 	for _, r := range registry {
 		if w := r.build(a); w.Handler != nil {
@@ -301,5 +303,12 @@ var registry = []struct {
 		}
 		return Worker{Kind: supervisor.KindCampaign, Handler: a.Supervisor,
 			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Policy() }}
+	}},
+	{kind: supervisor.KindDecision, local: true, build: func(a *App) Worker {
+		if a.Supervisor == nil {
+			return Worker{Kind: supervisor.KindDecision}
+		}
+		return Worker{Kind: supervisor.KindDecision, Handler: a.Supervisor.Decider(),
+			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Decider().Policy() }}
 	}},
 }

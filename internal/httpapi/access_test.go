@@ -342,6 +342,8 @@ func TestAccessMatrix(t *testing.T) {
 			missing: "/api/campaigns/" + missingID},
 		{pattern: "GET /api/campaigns/{id}/events", want: fullOnly(200), path: static("/api/campaigns/" + campaignID + "/events?after=0"),
 			missing: "/api/campaigns/" + missingID + "/events"},
+		{pattern: "GET /api/campaigns/{id}/decisions", want: fullOnly(200), path: static("/api/campaigns/" + campaignID + "/decisions"),
+			missing: "/api/campaigns/" + missingID + "/decisions"},
 		// The remote's card was never read: control is refused, after the access check.
 		{pattern: "POST /api/campaigns/{id}/control", want: fullOnly(409), path: static("/api/campaigns/" + campaignID + "/control"),
 			missing: "/api/campaigns/" + missingID + "/control", body: `{"action":"claim"}`},

@@ -17,6 +17,7 @@ func (s *server) campaignRoutes() {
 	s.handle("GET /api/campaigns/{id}", s.getCampaign)
 	s.handle("DELETE /api/campaigns/{id}", s.deleteCampaign)
 	s.handle("GET /api/campaigns/{id}/events", s.campaignEvents)
+	s.handle("GET /api/campaigns/{id}/decisions", s.campaignDecisions)
 	s.handle("POST /api/campaigns/{id}/control", s.controlCampaign)
 	s.handle("POST /api/campaigns/{id}/submit", s.submitCampaign)
 	s.handle("POST /api/campaigns/{id}/cancel", s.cancelCampaign)
@@ -103,6 +104,25 @@ func (s *server) campaignEvents(w http.ResponseWriter, r *http.Request, c auth.C
 		return err
 	}
 	writeJSON(w, http.StatusOK, listResponse[supervisor.Event]{Items: out})
+	return nil
+}
+
+// campaignDecisions lists the campaign's decisions, newest first: each
+// event's proposals, verdicts, rounds and outcome.
+func (s *server) campaignDecisions(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 50 {
+			return molt.Invalid("limit", "limit must be 1..50")
+		}
+		limit = n
+	}
+	out, err := s.supervisor.Decisions(r.Context(), c, r.PathValue("id"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listResponse[supervisor.Decision]{Items: out})
 	return nil
 }
 

@@ -104,6 +104,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Executor", func(t *testing.T) { t.Parallel(); testExecutor(t, open) })
 	t.Run("Cancel", func(t *testing.T) { t.Parallel(); testCancel(t, open) })
 	t.Run("ItemsChanged", func(t *testing.T) { t.Parallel(); testItemsChanged(t, open) })
+	t.Run("Relay", func(t *testing.T) { t.Parallel(); testRelay(t, open) })
 }
 
 // --- helpers -------------------------------------------------------------------

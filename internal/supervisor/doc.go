@@ -11,6 +11,9 @@
 // before the network call; an intent whose answer was lost is unknown and
 // blocks further writes until campaign/getRequest reconciles it, and is never
 // sent again. Material events (Event*) are items of KindEvent created by the
-// pass's final write, with the campaign's new state. See docs/architecture.md,
-// "Supervisor".
+// pass's final write, with the campaign's new state, and each wakes a
+// decision (KindDecision, decision.go) in the same write: the campaign's
+// supervising agent proposes one action, the built-in __reviewer__ must
+// approve it, and the Decider relays it to the campaign as a Request that a
+// pass carries out once. See docs/architecture.md, "Supervisor".
 package supervisor

@@ -11,6 +11,7 @@ import (
 	"github.com/molt-dev/molt/internal/a2a"
 	"github.com/molt-dev/molt/internal/a2astate"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -42,6 +43,17 @@ func (s *Service) prepare(ctx context.Context, it work.Item, _ work.Policy, _ st
 		return nil, nil // nothing changed: no claim, no write
 	}
 	return func(ctx context.Context, a *work.Attempt) work.Outcome {
+		// The claim's condition is the status and attempts, not the data: a
+		// request queued (or a decision relayed) between the wake-up's read
+		// and the claim is only in the item as it is now. No one else writes
+		// it while the claim holds.
+		cur, err := s.store.GetItem(ctx, KindCampaign, it.ID)
+		if err != nil {
+			return work.GiveBack("store_unavailable", false, nil)
+		}
+		if fresh, err := parse(cur); err == nil {
+			cp = fresh
+		}
 		p := &pass{s: s, a: a, cp: cp, now: s.clock.Now().UTC(), calls: s.cfg.MaxCalls}
 		return p.run(ctx)
 	}, nil
@@ -109,24 +121,33 @@ func (p *pass) run(ctx context.Context) work.Outcome {
 		p.reconcile(ctx)
 		p.actions(ctx)
 		p.renew(ctx)
-	} else if p.cp.Mode == ModeController {
-		p.toObserver("the remote no longer advertises campaign control")
+	} else {
+		if p.cp.Mode == ModeController {
+			p.toObserver("the remote no longer advertises campaign control")
+		}
+		p.actions(ctx) // a decision's finish or escalation writes nothing remote
 	}
 	p.observe(ctx)
 	return p.end()
 }
 
-// end writes the campaign's new state and its events in one write.
+// end writes the campaign's new state, its events and the decisions they
+// wake in one write.
 func (p *pass) end() work.Outcome {
-	ops := make([]work.Op, 0, len(p.cp.Outbox))
+	ops := make([]work.Op, 0, 2*len(p.cp.Outbox))
+	var wake []queue.Message
 	for _, ev := range p.cp.Outbox {
 		b, _ := json.Marshal(ev)
 		ops = append(ops, work.CreateItem{Item: work.Item{Kind: KindEvent, ID: EventID(p.cp.ID, ev.Seq),
 			Workspace: p.cp.Workspace, Status: StatusRecorded, Data: b, CreatedAt: p.now, UpdatedAt: p.now,
 			OpID: p.s.ids.NewID(), ExpiresAt: p.now.Add(eventRetention)}})
+		if op, ok := p.decisionOp(ev); ok {
+			ops = append(ops, op)
+			wake = append(wake, queue.Message{Kind: string(KindDecision), ID: DecisionID(p.cp.ID, ev.Seq)})
+		}
 	}
 	p.cp.Outbox = nil
-	return work.End(work.StatusPending, "", p.cp.encode()).With(ops...)
+	return work.End(work.StatusPending, "", p.cp.encode()).With(ops...).Waking(wake...)
 }
 
 // connect reads the token and, when due, the card. A failure marks the
@@ -312,13 +333,29 @@ func (p *pass) write(ctx context.Context, method string, params map[string]any, 
 }
 
 // actions carries out the queued requests, oldest first, while no intent is
-// open. A request that cannot be carried out now is dropped with its reason
-// in the log (its refusal is not an event).
+// open (a decision's finish or escalation makes no remote call). A request
+// that cannot be carried out now is dropped with its reason in the log (its
+// refusal is not an event); a decision's id is consumed once.
 func (p *pass) actions(ctx context.Context) {
-	for len(p.cp.Requests) > 0 && !p.blocked() && p.calls > 0 {
+	for len(p.cp.Requests) > 0 {
 		r := p.cp.Requests[0]
+		local := r.Action == ActionFinish || r.Action == ActionEscalate
+		if !local && (p.blocked() || p.calls <= 0) {
+			break
+		}
 		p.cp.Requests = p.cp.Requests[1:]
+		if !p.take(r) {
+			continue
+		}
+		if !local && !p.cp.Capabilities.Control {
+			p.drop(r, ReasonControlUnsupported)
+			continue
+		}
 		switch r.Action {
+		case ActionFinish:
+			p.finish(r)
+		case ActionEscalate:
+			p.escalate(r)
 		case ActionClaim:
 			p.claim(ctx)
 		case ActionRelease:
@@ -517,8 +554,7 @@ func (p *pass) observe(ctx context.Context) {
 		if len(res.Artifacts) > 0 {
 			p.emit(EventEvidenceReady, "artifacts", task)
 		}
-		p.emit(EventAttemptCompleted, "completed", task)
-		p.emit(EventMissionCompleted, "completed", task)
+		p.emit(EventAttemptCompleted, "completed", task) // the mission: an approved finish (decision.go)
 	default:
 		if a2astate.Terminal(st) {
 			p.cp.State = StateFailed

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/auth"
+	"github.com/molt-dev/molt/internal/chat"
 	"github.com/molt-dev/molt/internal/delegate"
+	"github.com/molt-dev/molt/internal/model"
+	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/work"
@@ -21,6 +24,7 @@ import (
 // Store is what the supervisor reads (store.Store has it all).
 type Store interface {
 	work.Reader
+	workspace.SurfaceStore // a workspace supervising agent's prompt
 	GetWorkspace(ctx context.Context, name string) (workspace.Workspace, error)
 }
 
@@ -34,7 +38,11 @@ type Deps struct {
 	HTTP *http.Client
 	// Token reads the token a token_ref names (default delegate.EnvToken).
 	// The token is used for the pass and never stored, logged or returned.
-	Token  func(ctx context.Context, ref string) (string, error)
+	Token func(ctx context.Context, ref string) (string, error)
+	// Model answers the decisions' supervising agent and reviewer (default:
+	// the offline model without handlers, whose answers are no proposals: every
+	// decision escalates).
+	Model  model.Model
 	Clock  molt.Clock
 	IDs    molt.IDs
 	Logger *slog.Logger
@@ -57,6 +65,10 @@ type Config struct {
 	CardEvery time.Duration
 	// Budget is how many passes run at once (default 8).
 	Budget int
+	// DecisionBudget is how many decisions run at once (default 4);
+	// ModelTimeout bounds one of their model calls (default 60 s).
+	DecisionBudget int
+	ModelTimeout   time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +90,12 @@ func (c Config) withDefaults() Config {
 	if c.Budget <= 0 {
 		c.Budget = 8
 	}
+	if c.DecisionBudget <= 0 {
+		c.DecisionBudget = 4
+	}
+	if c.ModelTimeout <= 0 {
+		c.ModelTimeout = 60 * time.Second
+	}
 	return c
 }
 
@@ -89,21 +107,27 @@ const (
 	MaxAttempts      = 20
 	MaxLease         = 86400
 	MaxMission       = 8000
+	// DefaultModelBudget is a campaign's model calls for its decisions (a
+	// decision makes one to four); MaxModelBudget bounds model_budget.
+	DefaultModelBudget = 60
+	MaxModelBudget     = 1000
 )
 
 // Service manages campaigns (the API) and runs their passes (Handle, the
 // campaign worker). It keeps no state of its own.
 type Service struct {
-	store Store
-	proto *work.Protocol
-	queue queue.Sender
-	http  *http.Client
-	token func(context.Context, string) (string, error)
-	clock molt.Clock
-	ids   molt.IDs
-	log   *slog.Logger
-	cfg   Config
-	exec  *work.Executor[struct{}]
+	store   Store
+	proto   *work.Protocol
+	model   model.Model
+	decider *Decider
+	queue   queue.Sender
+	http    *http.Client
+	token   func(context.Context, string) (string, error)
+	clock   molt.Clock
+	ids     molt.IDs
+	log     *slog.Logger
+	cfg     Config
+	exec    *work.Executor[struct{}]
 }
 
 var _ queue.Handler = (*Service)(nil)
@@ -111,7 +135,10 @@ var _ queue.Handler = (*Service)(nil)
 // New returns a Service; Store, Protocol and Queue are required.
 func New(d Deps, cfg Config) *Service {
 	s := &Service{store: d.Store, proto: d.Protocol, queue: d.Queue, http: d.HTTP, token: d.Token,
-		clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults()}
+		model: d.Model, clock: d.Clock, ids: d.IDs, log: d.Logger, cfg: cfg.withDefaults()}
+	if s.model == nil {
+		s.model = offline.New()
+	}
 	if s.http == nil {
 		s.http = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -130,6 +157,7 @@ func New(d Deps, cfg Config) *Service {
 	s.exec = &work.Executor[struct{}]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: KindCampaign,
 		Policy:  func(context.Context) (work.Policy, struct{}, error) { return s.Policy(), struct{}{}, nil },
 		Prepare: s.prepare, Next: func(context.Context, work.Item, work.Policy) ([]string, error) { return nil, nil }}
+	s.decider = newDecider(s)
 	return s
 }
 
@@ -143,6 +171,10 @@ type Input struct {
 	LeaseSeconds     int    `json:"lease_seconds,omitempty"`
 	HeartbeatSeconds int    `json:"heartbeat_seconds,omitempty"`
 	MaxAttempts      int    `json:"max_attempts,omitempty"`
+	// Supervisor names a workspace agent that proposes the decisions (default
+	// the built-in __supervisor__); ModelBudget bounds their model calls.
+	Supervisor  string `json:"supervisor,omitempty"`
+	ModelBudget int    `json:"model_budget,omitempty"`
 }
 
 var (
@@ -193,6 +225,18 @@ func (s *Service) validate(in *Input) error {
 	if in.MaxAttempts < 1 || in.MaxAttempts > MaxAttempts {
 		return molt.Invalid("max_attempts", "max_attempts must be 1..%d", MaxAttempts)
 	}
+	if in.Supervisor == AgentSupervisor {
+		in.Supervisor = ""
+	}
+	if in.Supervisor != "" && !controllerRe.MatchString(in.Supervisor) {
+		return molt.Invalid("supervisor", "supervisor must name an agent of the workspace")
+	}
+	if in.ModelBudget == 0 {
+		in.ModelBudget = DefaultModelBudget
+	}
+	if in.ModelBudget < 1 || in.ModelBudget > MaxModelBudget {
+		return molt.Invalid("model_budget", "model_budget must be 1..%d", MaxModelBudget)
+	}
 	return nil
 }
 
@@ -219,16 +263,37 @@ func (s *Service) Create(ctx context.Context, c auth.Caller, in Input) (Campaign
 		}
 		return Campaign{}, err
 	}
+	if in.Supervisor != "" {
+		if err := s.checkAgent(ctx, in.Workspace, in.Supervisor); err != nil {
+			return Campaign{}, err
+		}
+	}
 	now := s.clock.Now().UTC()
 	cp := Campaign{Name: in.Name, Workspace: in.Workspace, Remote: in.Remote, Mission: in.Mission,
 		Controller: in.Controller, LeaseSeconds: in.LeaseSeconds, HeartbeatSeconds: in.HeartbeatSeconds,
-		MaxAttempts: in.MaxAttempts, Mode: ModeObserver, State: StateNew, CreatedAt: now}
+		MaxAttempts: in.MaxAttempts, Mode: ModeObserver, State: StateNew, CreatedAt: now,
+		Supervisor: in.Supervisor, ModelBudget: in.ModelBudget}
 	it, err := s.proto.Create(ctx, work.Item{Kind: KindCampaign, ID: s.ids.NewID(), Workspace: in.Workspace, Data: cp.encode()})
 	if err != nil {
 		return Campaign{}, fmt.Errorf("create campaign: %w", err)
 	}
 	s.wake(ctx, it.ID)
 	return parse(it)
+}
+
+// checkAgent returns EINVALID (field supervisor) unless agent is on the
+// effective surface of ws.
+func (s *Service) checkAgent(ctx context.Context, ws, agent string) error {
+	sf, err := (&workspace.Surfaces{Store: s.store, Builtin: chat.Builtin()}).Read(ctx, ws)
+	if err != nil {
+		return err
+	}
+	for _, f := range sf.Effective() {
+		if strings.HasPrefix(f.Path, "agents/"+agent+"/") {
+			return nil
+		}
+	}
+	return molt.Invalid("supervisor", "agent %q is not on the surface of workspace %s", agent, ws)
 }
 
 // Get returns campaign id. Errors: EFORBIDDEN, ENOTFOUND.

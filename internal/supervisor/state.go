@@ -17,10 +17,37 @@ const (
 	// KindEvent: one per material event (id EventID), created by the final
 	// write of the pass that saw it; never claimed.
 	KindEvent work.Kind = "campaign_event"
+	// KindDecision: one per material event that wakes a decision (id
+	// DecisionID, the event's), created by the same final write as its event;
+	// run by the decision worker (Decider), one at a time per campaign, in
+	// event order.
+	KindDecision work.Kind = "decision"
 )
 
 // StatusRecorded is the status of an event item.
 const StatusRecorded work.Status = "recorded"
+
+// Statuses a decision ends in (the final write of its attempt). Pending and
+// running are the protocol's; a decision whose attempts are spent by stale
+// claims ends work.StatusTimeout (the tick).
+const (
+	// DecisionContinued: the supervising agent proposed to do nothing (or the
+	// mission was already finished); nothing was relayed.
+	DecisionContinued work.Status = "continued"
+	// DecisionRelayed: the reviewer approved the proposal and it was queued on
+	// the campaign as a Request carrying the decision's id, in the same write.
+	DecisionRelayed work.Status = "relayed"
+	// DecisionEscalated: a person must look (an escalate proposal, a second
+	// rejection, the model budget spent, an unreadable answer, the model
+	// failing for good); an escalate Request was queued on the campaign, whose
+	// pass records a BLOCKED event with an "escalated: …" detail.
+	DecisionEscalated work.Status = "escalated"
+	// DecisionRefused: the campaign had already consumed (or queued) this
+	// decision's id: a repeated relay, nothing queued again.
+	DecisionRefused work.Status = "refused"
+	// DecisionFailed: the campaign is gone or the decision unreadable.
+	DecisionFailed work.Status = "failed"
+)
 
 // Modes of a campaign.
 const (
@@ -40,8 +67,11 @@ const (
 	StateSubmitted = "submitted" // a task was submitted (or its intent is unknown)
 	StateWorking   = "working"   // the remote task is working
 	StateBlocked   = "blocked"   // the remote task needs input or auth
-	StateCompleted = "completed" // the remote task completed: the mission is done
+	StateCompleted = "completed" // the remote task completed: the attempt is done, the mission not yet
 	StateFailed    = "failed"    // the last task failed, was rejected or canceled
+	// StateFinished: an approved finish was carried out while the remote task
+	// was completed (one MISSION_COMPLETED). Only a decision moves it here.
+	StateFinished = "finished"
 )
 
 // Material event types.
@@ -77,6 +107,9 @@ const (
 	ActionRelease = "release"
 	ActionSubmit  = "submit"
 	ActionCancel  = "cancel"
+	// Actions only a decision relays (Request.Decision set).
+	ActionFinish   = "finish"   // the mission is done: needs a completed remote task
+	ActionEscalate = "escalate" // a person must look: a BLOCKED "escalated: …" event
 )
 
 // Reasons of refused requests (ECONFLICT, HTTP 409).
@@ -123,11 +156,15 @@ type Intent struct {
 // Open reports whether i still blocks writes.
 func (i Intent) Open() bool { return i.Status == IntentPending || i.Status == IntentUnknown }
 
-// Request is an action a person asked for, waiting for the next pass.
+// Request is an action a person asked for, or a decision relayed, waiting
+// for the next pass.
 type Request struct {
 	Action string    `json:"action"`
 	Text   string    `json:"text,omitempty"`
 	At     time.Time `json:"at"`
+	// Decision is the id of the decision that relayed it ("" for a person's).
+	// A decision id is consumed once (Campaign.Consumed).
+	Decision string `json:"decision,omitempty"`
 }
 
 // Readback is the last campaign/get answer.
@@ -176,7 +213,20 @@ type Campaign struct {
 	// Outbox holds the events of a pass whose intent checkpoint was written
 	// before its final write: the final write (this pass's or, after a crash,
 	// the next one's) creates them, so none is dropped or repeated.
-	Outbox    []Event   `json:"outbox,omitempty"`
+	Outbox []Event `json:"outbox,omitempty"`
+	// Supervisor is the workspace agent that proposes the campaign's decisions
+	// ("": the built-in AgentSupervisor).
+	Supervisor string `json:"supervisor,omitempty"`
+	// ModelBudget bounds the model calls of the campaign's decisions;
+	// ModelCalls counts them (added by each decision's final write).
+	ModelBudget int `json:"model_budget"`
+	ModelCalls  int `json:"model_calls"`
+	// LastDecision is the seq of the newest decision created (0: none); each
+	// decision names the one before it (Decision.Prev).
+	LastDecision int `json:"last_decision,omitempty"`
+	// Consumed holds the ids of the last decisions whose requests a pass took
+	// (bounded): a decision id is carried out once.
+	Consumed  []string  `json:"consumed_decisions,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -223,6 +273,9 @@ func parse(it work.Item) (Campaign, error) {
 		return Campaign{}, molt.Invalid("data", "not a campaign's data")
 	}
 	c.ID, c.UpdatedAt = it.ID, it.UpdatedAt
+	if c.ModelBudget == 0 {
+		c.ModelBudget = DefaultModelBudget // a campaign created before decisions
+	}
 	return c, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
+	"github.com/molt-dev/molt/internal/store"
 	"github.com/molt-dev/molt/internal/supervisor"
 	"github.com/molt-dev/molt/internal/work"
 	"github.com/molt-dev/molt/internal/workspace"
@@ -149,6 +150,7 @@ type env struct {
 	f     *faults
 	admin auth.Caller
 	token string
+	model *scripted
 	// writes counts the store writes (commits) of the supervisor's protocol.
 	writes *atomic.Int64
 }
@@ -186,7 +188,8 @@ func setup(t testing.TB, token string) *env {
 	cb := &countingBackend{Backend: a.Protocol.Backend}
 	proto := *a.Protocol
 	proto.Backend = cb
-	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: &proto, Queue: a.Queue,
+	m := &scripted{inner: a.Model}
+	svc := supervisor.New(supervisor.Deps{Store: a.Store, Protocol: &proto, Queue: a.Queue, Model: m,
 		HTTP: &http.Client{Transport: f, Timeout: 10 * time.Second},
 		Token: func(_ context.Context, ref string) (string, error) {
 			if ref != "env:SUP_TOKEN" {
@@ -194,7 +197,7 @@ func setup(t testing.TB, token string) *env {
 			}
 			return token, nil
 		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second})
-	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token, writes: &cb.commits,
+	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token, model: m, writes: &cb.commits,
 		admin: auth.Caller{Token: auth.Token{Level: auth.Full}}}
 }
 
@@ -241,7 +244,7 @@ func (e *env) events(id string) map[string]int {
 // noToken checks that the remote's token is nowhere in the supervisor's store.
 func (e *env) noToken() {
 	e.t.Helper()
-	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent} {
+	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent, supervisor.KindDecision} {
 		pg, err := e.app.Store.ListItems(e.ctx, work.ListQuery{Kind: k})
 		if err != nil {
 			e.t.Fatal(err)
@@ -250,6 +253,11 @@ func (e *env) noToken() {
 			if strings.Contains(string(it.Data), e.token) {
 				e.t.Errorf("%s %s holds the remote's token", k, it.ID)
 			}
+		}
+	}
+	for _, text := range e.model.texts() {
+		if strings.Contains(text, e.token) || strings.Contains(text, "SUP_TOKEN") {
+			e.t.Errorf("a decision's prompt holds the remote's token or its token_ref")
 		}
 	}
 }
@@ -292,6 +300,18 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 		t.Fatalf("state %s (task %s), want completed", c.State, c.TaskState)
 	}
 	c = e.pass(c.ID) // nothing new
+	if n := e.events(c.ID); n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 0 {
+		t.Errorf("events %v before the decisions ran: want one ATTEMPT_COMPLETED and no MISSION_COMPLETED", n)
+	}
+	// The completed attempt's decision: finish proposed, approved, relayed;
+	// the next pass completes the mission.
+	e.decide()
+	c = e.pass(c.ID)
+	e.decide()
+	c = e.pass(c.ID) // nothing new
+	if c.State != supervisor.StateFinished {
+		t.Errorf("state %s after the decisions, want finished", c.State)
+	}
 	n := e.events(c.ID)
 	if n[supervisor.EventAttemptCompleted] != 1 || n[supervisor.EventMissionCompleted] != 1 || n[supervisor.EventControlChanged] != 1 {
 		t.Errorf("events %v: want one ATTEMPT_COMPLETED, one MISSION_COMPLETED, one CONTROL_CHANGED", n)
@@ -299,6 +319,7 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 	if err := e.svc.Delete(e.ctx, e.admin, c.ID); molt.ErrorReason(err) != supervisor.ReasonReleaseFirst {
 		t.Errorf("delete while holding the lease: %v, want %s", err, supervisor.ReasonReleaseFirst)
 	}
+	e.finishDecided(c)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "release"); err != nil {
 		t.Fatal(err)
 	}
@@ -669,4 +690,60 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	e.f.mu.Unlock()
 	b.ReportMetric(float64(calls)/float64(b.N), "remote_calls/op")
 	b.ReportMetric(float64(e.writes.Load()-writes)/float64(b.N), "store_writes/op")
+}
+
+// racyStore is the supervisor's store with one trap: armed, the next read of
+// a campaign runs queue (a person's request) right after reading, so the
+// caller holds the campaign as it was before the request.
+type racyStore struct {
+	store.Store
+	mu    sync.Mutex
+	queue func()
+}
+
+func (r *racyStore) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {
+	it, err := r.Store.GetItem(ctx, kind, id)
+	r.mu.Lock()
+	q := r.queue
+	if kind == supervisor.KindCampaign {
+		r.queue = nil
+	}
+	r.mu.Unlock()
+	if q != nil && kind == supervisor.KindCampaign {
+		q()
+	}
+	return it, err
+}
+
+// TestRequestQueuedBeforeClaimKept: a request queued between the wake-up's
+// read of the campaign and the pass's claim (which is conditional on the
+// status and attempts, not on the data) is carried out, not overwritten by
+// the pass's final write.
+func TestRequestQueuedBeforeClaimKept(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	racy := &racyStore{Store: e.app.Store}
+	svc := supervisor.New(supervisor.Deps{Store: racy, Protocol: &work.Protocol{Backend: racy, Clock: molt.SystemClock{}, IDs: e.app.IDs},
+		Queue: e.app.Queue, HTTP: &http.Client{Transport: e.f}, Model: e.model,
+		Token: func(context.Context, string) (string, error) { return token, nil }}, supervisor.Config{Tick: 2 * time.Second})
+	e.svc = svc
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
+		t.Fatal(err)
+	}
+	// The claim's pass (due: a request is queued) is the one raced: an idle
+	// heartbeat would not claim at all.
+	racy.mu.Lock()
+	racy.queue = func() {
+		if _, err := svc.Submit(e.ctx, e.admin, c.ID, "queued before the claim"); err != nil {
+			t.Errorf("submit: %v", err)
+		}
+	}
+	racy.mu.Unlock()
+	c = e.pass(c.ID)
+	if n := e.f.count("SendMessage"); n != 1 || c.AttemptsUsed != 1 || len(c.Requests) != 0 {
+		t.Errorf("SendMessage sent %d times, attempts %d, requests %+v: the request queued before the claim was lost", n, c.AttemptsUsed, c.Requests)
+	}
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/molt-dev/molt/internal/evolution/offlineevo"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/model/bedrock"
+	"github.com/molt-dev/molt/internal/model/offline"
 	"github.com/molt-dev/molt/internal/model/openai"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/supervisor/offlinesup"
 )
 
 // The environment variables FromEnv reads.
@@ -30,7 +32,8 @@ const (
 // FromEnv returns the model MOLT_MODEL names:
 //
 //   - "" or "offline": the offline development provider, with the deterministic
-//     answers of the evolution agents (package evolution/offlineevo);
+//     answers of the evolution agents (package evolution/offlineevo) and of the
+//     supervisor's (package supervisor/offlinesup);
 //   - "openai:<model>": an OpenAI-compatible endpoint at OPENAI_BASE_URL (default
 //     https://api.openai.com/v1) with OPENAI_API_KEY, which may be empty only for
 //     another base URL (local servers often need none);
@@ -45,7 +48,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg func(contex
 	id = strings.TrimSpace(id)
 	switch {
 	case spec == "" || spec == "offline":
-		return offlineevo.New(), nil
+		return offline.New(append(offlineevo.Handlers(), offlinesup.Handlers()...)...), nil
 	case provider == "openai" && id != "":
 		base := strings.TrimSpace(getenv(EnvOpenAIBaseURL))
 		key := strings.TrimSpace(getenv(EnvOpenAIKey))

@@ -306,6 +306,7 @@ func TestGrants(t *testing.T) {
 		{"TickerFunction", "sqs:SendMessage", "CampaignQueue", "", true},
 		{"ApiFunction", "sqs:SendMessage", "CampaignQueue", "", true},
 		{"CampaignWorkerFunction", "dynamodb:UpdateItem", "Table", "", true},
+		{"CampaignWorkerFunction", "dynamodb:DeleteItem", "Table", "", false},
 		{"CampaignWorkerFunction", "dynamodb:Query", "Table", "/index/gsi2", false},
 		{"CampaignWorkerFunction", "sqs:SendMessage", "CampaignQueue", "", true},
 		{"CampaignWorkerFunction", "sqs:SendMessage", "TurnQueue", "", false},

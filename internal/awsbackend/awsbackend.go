@@ -77,15 +77,16 @@ func NewApp(ctx context.Context, cfg app.Config, logger *slog.Logger) (*app.App,
 	d.RemoteToken, cfg.Supervisor.TokenSchemes = tokens.Token, schemes
 	if onLambda {
 		d.RemoteHTTP = RemoteHTTP(nil)
-	}
-	if cfg.Supervisor.Tick == 0 {
-		cfg.Supervisor.Tick = TickInterval
+		if cfg.Supervisor.Tick == 0 {
+			cfg.Supervisor.Tick = TickInterval
+		}
 	}
 	return app.New(cfg, d, logger), nil
 }
 
 // TickInterval is the ticker function's schedule in template.yaml (rate(1
-// minute)): a campaign's heartbeat rounds up to it.
+// minute)): on Lambda a campaign's heartbeat rounds up to it (molt serve
+// keeps the supervisor's default, its own --tick's).
 const TickInterval = time.Minute
 
 // RemoteTokens returns the aws backend's reader of campaign tokens and the

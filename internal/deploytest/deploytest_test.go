@@ -224,6 +224,8 @@ func TestCheckCatches(t *testing.T) {
 			files["functions/notice-worker/main.go"] = "package main\n"
 			replace(tpl, "  CampaignWorkerFunction:\n", "  NoticeWorkerFunction:\n    Type: AWS::Serverless::Function\n    Metadata: {BuildMethod: makefile}\n    Properties: {CodeUri: ., Runtime: provided.al2023, Handler: bootstrap}\n  CampaignWorkerFunction:\n", 1)(t, files)
 		}, `functions/notice-worker: no kind "notice" is registered`},
+		{"worker without its sample", remove("events/campaign-worker-wake.json"),
+			"functions/campaign-worker: no events/campaign-worker-wake.json"},
 		{"tick cannot wake campaigns", replace(tpl, "                - !GetAtt NamingQueue.Arn\n                - !GetAtt CampaignQueue.Arn\n\n  # ---- turns", "                - !GetAtt NamingQueue.Arn\n\n  # ---- turns", 1),
 			"TickerFunction: no statement always grants sqs:SendMessage on CampaignQueue: the tick re-sends campaign wake-ups"},
 		{"campaign worker without its secret grant", cut(tpl, "            # The remotes' tokens: only the secrets under MOLT_REMOTE_SECRET_PREFIX.\n", "\n  # ---- web search"),

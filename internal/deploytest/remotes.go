@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -127,7 +128,8 @@ const TickerID = "TickerFunction"
 
 // checkKinds: every kind of work the code registers (Options.Kinds, from
 // internal/app.Kinds) has its worker function functions/<kind>-worker, and
-// every worker function is of a registered kind; the tick may wake every
+// every worker function is of a registered kind and has its sample
+// events/<kind>-worker-wake.json; the tick may wake every
 // worker (sqs:SendMessage on the queue its MOLT_QUEUE_<KIND> names). The rest
 // of a kind's wiring (its queue, dead-letter queue and alarm, MOLT_QUEUE_<KIND>,
 // partial batch responses) is checkQueues'.
@@ -145,6 +147,9 @@ func (c *checker) checkKinds() {
 			continue
 		}
 		workers[kind] = true
+		if sample := filepath.Join("events", dir+"-wake.json"); !fileExists(filepath.Join(c.opts.Root, sample)) {
+			c.addf("functions/"+dir, "no %s: a worker's sample (a wake-up and a malformed record) is what internal/functest invokes it with", sample)
+		}
 		if c.opts.Kinds != nil && !slices.Contains(c.opts.Kinds, kind) {
 			c.addf("functions/"+dir, "no kind %q is registered (internal/app's registry) for this worker", kind)
 		}

@@ -56,8 +56,8 @@ type App struct {
 	Delegate *delegate.Service
 	// Naming names sessions in the background after their replies.
 	Naming *naming.Service
-	// Supervisor watches and steers campaigns on remote A2A agents; nil on
-	// the aws backend, which has no campaign worker yet.
+	// Supervisor watches and steers campaigns on remote A2A agents (the API's
+	// campaign routes, the campaign worker).
 	Supervisor *supervisor.Service
 	// Tokens creates, lists and revokes tokens (`molt token`, /api/tokens).
 	Tokens *auth.Tokens
@@ -105,6 +105,15 @@ type Deps struct {
 	// Models returns the model a naming.model setting names (the backends build
 	// it as MOLT_MODEL would); nil: naming.model is ignored.
 	Models func(name string) (model.Model, error)
+	// RemoteToken reads the token a campaign's token_ref names (supervisor.
+	// Deps.Token); nil: env:NAME only (delegate.EnvToken). The schemes it
+	// reads are Config.Supervisor.TokenSchemes.
+	RemoteToken func(ctx context.Context, ref string) (string, error)
+	// RemoteHTTP calls the supervisor's remote agents; nil: a plain client (molt
+	// serve, where a loopback remote is the normal case). The aws backend's
+	// Lambda functions pass one whose dials refuse non-public addresses
+	// (search.GuardedTransport).
+	RemoteHTTP *http.Client
 }
 
 // New wires an App on deps.
@@ -151,10 +160,8 @@ func New(cfg Config, d Deps, logger *slog.Logger) *App {
 	a.Chat.GateTools(a2a.ToolGate(a.Store))
 	a.Chat.GuardPosts(a2a.PostGuard(a.Store))
 	a.Tokens = &auth.Tokens{Store: a.Store, Workspaces: a.Store, Clock: clock}
-	if cfg.Backend != BackendAWS {
-		a.Supervisor = supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
-			Model: a.Model, Clock: clock, IDs: ids, Logger: logger}, cfg.Supervisor)
-	}
+	a.Supervisor = supervisor.New(supervisor.Deps{Store: a.Store, Protocol: a.Protocol, Queue: a.Queue,
+		Model: a.Model, HTTP: d.RemoteHTTP, Token: d.RemoteToken, Clock: clock, IDs: ids, Logger: logger}, cfg.Supervisor)
 	for _, r := range registry {
 		if w := r.build(a); w.Handler != nil {
 			a.workers = append(a.workers, w)
@@ -278,6 +285,10 @@ func Kinds() []string {
 // worker from the app. Features add themselves here as they land.
 // A local kind runs in `molt serve` only (no queue, no function yet); its
 // build returns a Worker without a Handler elsewhere, which New leaves out.
+// Every other kind has a queue and a function on AWS: functions/<kind>-worker
+// (one line, awsbackend.MustWorker), and in template.yaml a <Kind>Queue with
+// its dead-letter queue and alarm, MOLT_QUEUE_<KIND> and a
+// <Kind>WorkerFunction; internal/deploytest fails until they are there.
 var registry = []struct {
 	kind  work.Kind
 	local bool
@@ -297,10 +308,7 @@ var registry = []struct {
 		return Worker{Kind: work.KindNaming, Handler: a.Naming,
 			Policy: func(settings.Settings) work.Policy { return a.Naming.Policy() }}
 	}},
-	{kind: supervisor.KindCampaign, local: true, build: func(a *App) Worker {
-		if a.Supervisor == nil {
-			return Worker{Kind: supervisor.KindCampaign}
-		}
+	{kind: supervisor.KindCampaign, build: func(a *App) Worker {
 		return Worker{Kind: supervisor.KindCampaign, Handler: a.Supervisor,
 			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Policy() }}
 	}},

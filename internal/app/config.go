@@ -76,6 +76,10 @@ const (
 	EnvRequestTimeout = "MOLT_REQUEST_TIMEOUT" // deadline of an API request, e.g. 25s
 	EnvSQLiteSync     = "MOLT_SQLITE_SYNC"     // local store durability: full (default) or normal
 	EnvDeployment     = "MOLT_DEPLOYMENT"      // this deployment's name: campaigns' default controller is molt-<name>
+	// EnvRemoteSecretPrefix: the prefix of the Secrets Manager secret names
+	// campaigns' token_ref may name (template.yaml's RemoteSecretPrefix, the
+	// prefix of the campaign worker's secretsmanager:GetSecretValue grant).
+	EnvRemoteSecretPrefix = "MOLT_REMOTE_SECRET_PREFIX"
 )
 
 // The values of MOLT_SQLITE_SYNC.
@@ -105,6 +109,7 @@ func ConfigFromEnv(environ []string) Config {
 	}
 	c.A2AStreamURL = env[EnvA2AStreamURL]
 	c.Supervisor.Deployment = strings.TrimSpace(env[EnvDeployment])
+	c.Supervisor.SecretPrefix = strings.TrimSpace(env[EnvRemoteSecretPrefix])
 	if v := strings.TrimSpace(env[EnvA2AWait]); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 15*time.Minute {

@@ -58,6 +58,9 @@ type Options struct {
 	// SkipMake leaves the Makefile rules out (tests of the other rules use it:
 	// running make is the slow part).
 	SkipMake bool
+	// Kinds are the kinds of work the code registers (internal/app.Kinds):
+	// each needs its worker function. nil skips that rule.
+	Kinds []string
 }
 
 // checker collects problems.
@@ -100,10 +103,12 @@ func Check(opts Options) ([]Problem, error) {
 	c.checkPolicies()
 	c.checkInvokes()
 	c.checkSecrets()
+	c.checkRemoteTokens()
 	c.checkFunctionURLs()
 	c.checkTable()
 	c.checkBuckets()
 	c.checkQueues()
+	c.checkKinds()
 	if err := c.checkEvents(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/molt-dev/molt/internal/app"
 	"github.com/molt-dev/molt/internal/deploytest"
 )
 
@@ -15,7 +16,7 @@ const root = "../.."
 // TestRepository applies every rule to the repository itself.
 func TestRepository(t *testing.T) {
 	t.Parallel()
-	problems, err := deploytest.Check(deploytest.Options{Root: root})
+	problems, err := deploytest.Check(deploytest.Options{Root: root, Kinds: app.Kinds()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestCheckCatches(t *testing.T) {
 			"ApplyWorkerFunction: MOLT_QUEUE_APPLY is missing"},
 		{"queue variable without a worker", replace(tpl, "        MOLT_QUEUE_TURN: !Ref TurnQueue\n", "        MOLT_QUEUE_TURN: !Ref TurnQueue\n        MOLT_QUEUE_NOTICE: !Ref TurnDeadLetterQueue\n", 1),
 			"MOLT_QUEUE_NOTICE names a queue, but no NoticeWorkerFunction consumes it"},
-		{"send to any queue", replace(tpl, "Resource:\n                - !GetAtt TurnQueue.Arn\n                - !GetAtt RunQueue.Arn\n                - !GetAtt ApplyQueue.Arn\n                - !GetAtt NamingQueue.Arn\n", "Resource: \"*\"\n", 1),
+		{"send to any queue", replace(tpl, "Resource:\n                - !GetAtt TurnQueue.Arn\n                - !GetAtt RunQueue.Arn\n                - !GetAtt ApplyQueue.Arn\n                - !GetAtt NamingQueue.Arn\n                - !GetAtt CampaignQueue.Arn\n", "Resource: \"*\"\n", 1),
 			`ApiFunction Policies[0] Statement Wake: Resource "*" for sqs:SendMessage`},
 		{"any object of the bucket", replace(tpl, `- !Sub "${ArtifactsBucket.Arn}/runs/*"`, `- "*"`, 1),
 			`ApiFunction Policies[0] Statement ArtifactsRead: Resource "*" for s3:GetObject`},
@@ -212,6 +213,37 @@ func TestCheckCatches(t *testing.T) {
 			"SearxngFunction: SEARXNG_SECRET is missing"},
 		{"SearXNG secret as a value", replace(tpl, `SEARXNG_SECRET: !Sub "{{resolve:secretsmanager:${SearxngSecret}:SecretString}}"`, "SEARXNG_SECRET: ultrasecretkey", 1),
 			"SearxngFunction: SEARXNG_SECRET must be a Secrets Manager reference"},
+		// Kinds of work and the campaign worker's remote tokens.
+		{"registered kind without a worker", func(t *testing.T, files map[string]string) {
+			t.Helper()
+			remove("functions/campaign-worker/main.go")(t, files)
+			cut(tpl, "  CampaignWorkerFunction:\n", "  # ---- web search")(t, files)
+		}, `kind "campaign" is registered but has no CampaignWorkerFunction`},
+		{"worker of no registered kind", func(t *testing.T, files map[string]string) {
+			t.Helper()
+			files["functions/notice-worker/main.go"] = "package main\n"
+			replace(tpl, "  CampaignWorkerFunction:\n", "  NoticeWorkerFunction:\n    Type: AWS::Serverless::Function\n    Metadata: {BuildMethod: makefile}\n    Properties: {CodeUri: ., Runtime: provided.al2023, Handler: bootstrap}\n  CampaignWorkerFunction:\n", 1)(t, files)
+		}, `functions/notice-worker: no kind "notice" is registered`},
+		{"worker without its sample", remove("events/campaign-worker-wake.json"),
+			"functions/campaign-worker: no events/campaign-worker-wake.json"},
+		{"tick cannot wake campaigns", replace(tpl, "                - !GetAtt NamingQueue.Arn\n                - !GetAtt CampaignQueue.Arn\n\n  # ---- turns", "                - !GetAtt NamingQueue.Arn\n\n  # ---- turns", 1),
+			"TickerFunction: no statement always grants sqs:SendMessage on CampaignQueue: the tick re-sends campaign wake-ups"},
+		{"campaign worker without its secret grant", cut(tpl, "            # The remotes' tokens: only the secrets under MOLT_REMOTE_SECRET_PREFIX.\n", "\n  # ---- web search"),
+			"CampaignWorkerFunction: functions/campaign-worker reads remote tokens, but no statement always grants secretsmanager:GetSecretValue on the secrets under molt/${AWS::StackName}/remotes/"},
+		{"secret grant on every secret", replace(tpl, "secret:molt/${AWS::StackName}/remotes/*", "secret:*", 1),
+			"Statement RemoteTokens: secretsmanager:GetSecretValue on {{Sub arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:*}}: grant it on"},
+		{"secret grant outside the prefix", replace(tpl, "secret:molt/${AWS::StackName}/remotes/*", "secret:molt/${AWS::StackName}/*", 1),
+			"grant it on !Sub \"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:molt/${AWS::StackName}/remotes/*\" exactly"},
+		{"more than reading secrets", replace(tpl, "- secretsmanager:GetSecretValue", "- secretsmanager:PutSecretValue", 1),
+			"secretsmanager:PutSecretValue granted: secretsmanager:GetSecretValue is the only Secrets Manager action"},
+		{"secret grant to a function that reads no token", replace(tpl, "            # Re-sends lost wake-ups and wakes requeued or resumed items, every kind.\n",
+			"            - Sid: Secrets\n              Effect: Allow\n              Action: [secretsmanager:GetSecretValue]\n"+
+				"              Resource: !Sub \"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:molt/${AWS::StackName}/remotes/*\"\n", 1),
+			"TickerFunction Policies[0] Statement Secrets: [secretsmanager:GetSecretValue] granted to a function that reads no remote token"},
+		{"secret prefix variable missing", replace(tpl, "        MOLT_REMOTE_SECRET_PREFIX: !Sub \"molt/${AWS::StackName}/remotes/\"\n", "", 1),
+			"CampaignWorkerFunction: MOLT_REMOTE_SECRET_PREFIX must name the secrets' prefix"},
+		{"secret prefix with a wildcard", replace(tpl, "MOLT_REMOTE_SECRET_PREFIX: !Sub \"molt/${AWS::StackName}/remotes/\"", "MOLT_REMOTE_SECRET_PREFIX: \"*/\"", 1),
+			"CampaignWorkerFunction: MOLT_REMOTE_SECRET_PREFIX must name the secrets' prefix"},
 		{"worker sample of another kind", func(t *testing.T, files map[string]string) {
 			t.Helper()
 			files["events/turn-worker-run.json"] = files["events/run-worker-wake.json"]
@@ -224,7 +256,7 @@ func TestCheckCatches(t *testing.T) {
 			tc.mutate(t, files)
 			// Only the Makefile cases run make: it is the slow part.
 			skipMake := !strings.Contains(tc.want, "make") && !strings.Contains(tc.want, "GOARCH")
-			problems, err := deploytest.Check(deploytest.Options{Root: write(t, files), SkipMake: skipMake})
+			problems, err := deploytest.Check(deploytest.Options{Root: write(t, files), SkipMake: skipMake, Kinds: app.Kinds()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,6 +305,14 @@ func TestGrants(t *testing.T) {
 		{"RunWorkerFunction", "lambda:InvokeFunction", "SearxngFunction", "", false},
 		{"A2aStreamFunction", "lambda:InvokeFunction", "SearxngFunction", "", false},
 		{"TickerFunction", "lambda:InvokeFunction", "SearxngFunction", "", false},
+		{"TickerFunction", "sqs:SendMessage", "CampaignQueue", "", true},
+		{"ApiFunction", "sqs:SendMessage", "CampaignQueue", "", true},
+		{"CampaignWorkerFunction", "dynamodb:UpdateItem", "Table", "", true},
+		{"CampaignWorkerFunction", "dynamodb:DeleteItem", "Table", "", false},
+		{"CampaignWorkerFunction", "dynamodb:Query", "Table", "/index/gsi2", false},
+		{"CampaignWorkerFunction", "sqs:SendMessage", "CampaignQueue", "", true},
+		{"CampaignWorkerFunction", "sqs:SendMessage", "TurnQueue", "", false},
+		{"CampaignWorkerFunction", "s3:GetObject", "ArtifactsBucket", "/runs/x", false},
 	}
 	grants := map[string][]deploytest.Grant{}
 	for _, c := range cases {
@@ -295,6 +335,26 @@ func TestGrants(t *testing.T) {
 					t.Errorf("%s: %s counted as always granted (statement %s)", fn, a, g.Sid)
 				}
 			}
+		}
+	}
+	// Remote tokens: the campaign worker reads its stack's remote secrets only.
+	for _, c := range []struct {
+		fn, id string
+		want   bool
+	}{
+		{"CampaignWorkerFunction", "molt/prod/remotes/peer", true},
+		{"CampaignWorkerFunction", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:molt/prod/remotes/peer-AbCdEf", true},
+		{"CampaignWorkerFunction", "molt/staging/remotes/peer", false},
+		{"CampaignWorkerFunction", "molt/prod/openai", false},
+		{"ApiFunction", "molt/prod/remotes/peer", false},
+		{"TickerFunction", "molt/prod/remotes/peer", false},
+	} {
+		g, err := deploytest.Grants(root, c.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := deploytest.AllowsSecret(g, c.id, "prod"); got != c.want {
+			t.Errorf("%s: read secret %s in stack prod allowed = %v, want %v", c.fn, c.id, got, c.want)
 		}
 	}
 	if _, err := deploytest.Grants(root, "NoSuchFunction"); err == nil {

@@ -41,12 +41,13 @@ func (c awsCall) String() string {
 
 // recorder stands between a function and the AWS emulator: it forwards every
 // request and records the IAM permissions each needs, so a test can check them
-// against what template.yaml grants the function. It knows the three services molt
-// uses (DynamoDB, S3 path-style, SQS JSON); a request to any other service is
-// recorded as an action no policy grants.
+// against what template.yaml grants the function. It knows the services molt
+// uses (DynamoDB, S3 path-style, SQS JSON, Secrets Manager); a request to any
+// other service is recorded as an action no policy grants.
 type recorder struct {
 	url   string
 	names map[string]string // table, bucket or queue URL → logical id
+	stack string            // the stack name the secrets' prefix is read with
 	mu    sync.Mutex
 	calls []awsCall
 }
@@ -94,7 +95,7 @@ func (r *recorder) request(req *http.Request) error {
 	service := m[1]
 	target := req.Header.Get("X-Amz-Target")
 	var body []byte
-	if service == "dynamodb" || service == "sqs" {
+	if service == "dynamodb" || service == "sqs" || service == "secretsmanager" {
 		b, err := io.ReadAll(req.Body)
 		if err != nil {
 			return err
@@ -110,6 +111,13 @@ func (r *recorder) request(req *http.Request) error {
 		return r.sqs(strings.TrimPrefix(target, "AmazonSQS."), body)
 	case "s3":
 		r.s3(req)
+		return nil
+	case "secretsmanager":
+		var in struct{ SecretId string }
+		if err := json.Unmarshal(body, &in); err != nil {
+			return fmt.Errorf("secretsmanager %s: %w", target, err)
+		}
+		r.add(awsCall{Action: "secretsmanager:" + strings.TrimPrefix(target, "secretsmanager."), Resource: secretResource, Path: in.SecretId})
 		return nil
 	}
 	r.add(awsCall{Action: service + ":" + target})
@@ -208,6 +216,10 @@ func (r *recorder) responded(resp *http.Response) {
 	}
 }
 
+// secretResource stands for a Secrets Manager secret (not a template
+// resource): its Path is the secret id, checked with deploytest.AllowsSecret.
+const secretResource = "(secret)"
+
 func (r *recorder) add(c awsCall) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -247,6 +259,13 @@ func (r *recorder) checkGrants(tb testing.TB, logicalID string) {
 			continue
 		}
 		seen[c] = true
+		if c.Resource == secretResource {
+			if c.Action != deploytest.SecretAction || !deploytest.AllowsSecret(grants, c.Path, r.stack) {
+				tb.Errorf("%s made a call needing %s on secret %s (stack %s), which template.yaml does not grant it",
+					logicalID, c.Action, c.Path, r.stack)
+			}
+			continue
+		}
 		if c.Resource == "" || !deploytest.Allows(grants, c.Action, c.Resource, c.Path) {
 			tb.Errorf("%s made a call needing %s, which template.yaml does not grant it", logicalID, c)
 		}

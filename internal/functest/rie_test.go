@@ -124,6 +124,7 @@ func withoutMake(env []string) []string {
 // declares them, with the events' full-access token stored.
 type deployment struct {
 	table, bucket string
+	stack         string // the stack name the functions see (MOLT_DEPLOYMENT)
 	store         *dynamo.Store
 	sqs           *sqs.Client
 	queues        map[string]string // kind → queue URL (MOLT_QUEUE_<KIND>)
@@ -139,7 +140,7 @@ func deploy(tb testing.TB) *deployment {
 	need(tb, os.Getenv("MOLT_RIE") != "", "MOLT_RIE (the Lambda Runtime Interface Emulator) is not set")
 	cfg := awstest.Config(tb)
 	ctx := context.Background()
-	d := &deployment{table: awstest.Name("functest"), bucket: awstest.Name("functest"),
+	d := &deployment{table: awstest.Name("functest"), bucket: awstest.Name("functest"), stack: awstest.Name("functest"),
 		queues: map[string]string{}, queueARNs: map[string]string{}, names: map[string]string{}}
 
 	ddb := dynamodb.NewFromConfig(cfg, awsbackend.DynamoOptions())
@@ -204,6 +205,8 @@ func deploy(tb testing.TB) *deployment {
 		"MOLT_TABLE=" + d.table,
 		"MOLT_BUCKET=" + d.bucket,
 		"MOLT_LOG_LEVEL=debug",
+		"MOLT_DEPLOYMENT=" + d.stack,
+		"MOLT_REMOTE_SECRET_PREFIX=molt/" + d.stack + "/remotes/",
 	}
 	for kind, url := range d.queues {
 		d.env = append(d.env, app.EnvQueuePrefix+strings.ToUpper(kind)+"="+url)
@@ -224,6 +227,7 @@ func (d *deployment) function(tb testing.TB, fn string) (*emulator, *recorder) {
 	tb.Helper()
 	path := bootstrap(tb, fn)
 	rec := newRecorder(tb, os.Getenv("AWS_ENDPOINT_URL"), d.names)
+	rec.stack = d.stack
 	id := camel(fn) + "Function"
 	tb.Cleanup(func() { rec.checkGrants(tb, id) }) // runs after the emulator's stop
 	timeout := timeouts[fn]

@@ -2,8 +2,10 @@ package search
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"syscall"
 	"time"
@@ -164,4 +166,23 @@ func (g *guard) checkHost(ctx context.Context, host string) error {
 		}
 	}
 	return nil
+}
+
+// GuardedTransport returns an HTTP transport whose every dial goes through
+// the dial guard of agent-supplied URLs (no proxy: a proxy would dial past
+// it), for other clients of URLs molt's users name: the supervisor's remote
+// agents on AWS. A refused dial fails with a *Failure of reason
+// blocked_address. allow also permits these addresses (tests: their loopback
+// servers); nil permits only public ones.
+func GuardedTransport(allow func(netip.Addr) bool) *http.Transport {
+	g := newGuard(nil, allow)
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         g.DialContext,
+		TLSHandshakeTimeout: connectCap,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        16,
+		IdleConnTimeout:     30 * time.Second,
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,14 @@ type Config struct {
 	// ModelTimeout bounds one of their model calls (default 60 s).
 	DecisionBudget int
 	ModelTimeout   time.Duration
+	// TokenSchemes are the token_ref schemes Deps.Token resolves on this
+	// deployment (default: env, molt serve's). A campaign naming another is
+	// refused at creation (EINVALID, field remote.token_ref).
+	TokenSchemes []string
+	// SecretPrefix, when set, is the prefix every secretsmanager: secret name
+	// must start with: the one the deployment's IAM grant covers
+	// (MOLT_REMOTE_SECRET_PREFIX on AWS).
+	SecretPrefix string
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ModelTimeout <= 0 {
 		c.ModelTimeout = 60 * time.Second
+	}
+	if len(c.TokenSchemes) == 0 {
+		c.TokenSchemes = []string{SchemeEnv}
 	}
 	return c
 }
@@ -181,8 +193,63 @@ var (
 	nameRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 _.:-]{0,99}$`)
 	controllerRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$`)
 	envRefRe     = regexp.MustCompile(`^env:[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	smRefRe      = regexp.MustCompile(`^secretsmanager:[A-Za-z0-9/_+=.@:-]{1,512}$`)
+	smNameRe     = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{1,512}$`)
+	smARNRe      = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]{1,32}:[0-9]{12}:secret:([A-Za-z0-9/_+=.@-]{1,512})$`)
 )
+
+// The token_ref schemes (Config.TokenSchemes).
+const (
+	SchemeEnv            = "env"            // env:NAME, the process environment (molt serve)
+	SchemeSecretsManager = "secretsmanager" // secretsmanager:<secret name or ARN> (AWS)
+)
+
+// validateTokenRef checks a token_ref's scheme against the deployment's and
+// its syntax: env:NAME, or secretsmanager: with a secret name (under
+// SecretPrefix when set) or a Secrets Manager secret ARN.
+func (s *Service) validateTokenRef(ref string) error {
+	const field = "remote.token_ref"
+	scheme, rest, ok := strings.Cut(ref, ":")
+	if !ok || rest == "" {
+		return molt.Invalid(field, "remote.token_ref must name where the token lives: %s", s.refForms())
+	}
+	if !slices.Contains(s.cfg.TokenSchemes, scheme) {
+		return molt.Invalid(field, "remote.token_ref scheme %q is not available on this deployment: use %s", scheme, s.refForms())
+	}
+	switch scheme {
+	case SchemeEnv:
+		if !envRefRe.MatchString(ref) {
+			return molt.Invalid(field, "remote.token_ref env:NAME needs a variable name (letters, digits, _)")
+		}
+	case SchemeSecretsManager:
+		name := rest
+		if m := smARNRe.FindStringSubmatch(rest); m != nil {
+			name = m[1]
+		} else if strings.HasPrefix(rest, "arn:") || !smNameRe.MatchString(rest) {
+			return molt.Invalid(field, "remote.token_ref secretsmanager: needs a secret name (letters, digits, /_+=.@-, at most 512) or a secret ARN")
+		}
+		if p := s.cfg.SecretPrefix; p != "" && !strings.HasPrefix(name, p) {
+			return molt.Invalid(field, "remote.token_ref: this deployment reads only secrets whose name starts with %q", p)
+		}
+	}
+	return nil
+}
+
+func (s *Service) refForms() string {
+	var forms []string
+	for _, sc := range s.cfg.TokenSchemes {
+		switch sc {
+		case SchemeEnv:
+			forms = append(forms, "env:NAME")
+		case SchemeSecretsManager:
+			f := "secretsmanager:<secret name or ARN>"
+			if s.cfg.SecretPrefix != "" {
+				f = "secretsmanager:" + s.cfg.SecretPrefix + "<name>"
+			}
+			forms = append(forms, f)
+		}
+	}
+	return strings.Join(forms, " or ")
+}
 
 func (s *Service) validate(in *Input) error {
 	if !nameRe.MatchString(in.Name) {
@@ -195,8 +262,8 @@ func (s *Service) validate(in *Input) error {
 	if in.Remote.CardURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return molt.Invalid("remote.card_url", "remote.card_url must be an http(s) URL without credentials")
 	}
-	if !envRefRe.MatchString(in.Remote.TokenRef) && !smRefRe.MatchString(in.Remote.TokenRef) {
-		return molt.Invalid("remote.token_ref", "remote.token_ref must be env:NAME or secretsmanager:<secret>")
+	if err := s.validateTokenRef(in.Remote.TokenRef); err != nil {
+		return err
 	}
 	if strings.TrimSpace(in.Mission) == "" || len(in.Mission) > MaxMission {
 		return molt.Invalid("mission", "mission is required, at most %d bytes", MaxMission)

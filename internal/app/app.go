@@ -312,10 +312,7 @@ var registry = []struct {
 		return Worker{Kind: supervisor.KindCampaign, Handler: a.Supervisor,
 			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Policy() }}
 	}},
-	{kind: supervisor.KindDecision, local: true, build: func(a *App) Worker {
-		if a.Supervisor == nil {
-			return Worker{Kind: supervisor.KindDecision}
-		}
+	{kind: supervisor.KindDecision, build: func(a *App) Worker {
 		return Worker{Kind: supervisor.KindDecision, Handler: a.Supervisor.Decider(),
 			Policy: func(settings.Settings) work.Policy { return a.Supervisor.Decider().Policy() }}
 	}},

@@ -64,6 +64,10 @@ func TestCampaignFunctions(t *testing.T) {
 		return d.api(t, api, want, method, path, body)
 	}
 	call(http.StatusCreated, "PUT", "/api/workspaces/acme", `{}`)
+	// The deep health check reads every queue, the decision queue included.
+	if h := call(http.StatusOK, "GET", "/health?deep=1", ""); h["status"] != "ok" {
+		t.Errorf("deep health %v, want ok", h)
+	}
 	campaign := func(ref string) string {
 		return fmt.Sprintf(`{"name":"peer","workspace":"acme","mission":"watch","heartbeat_seconds":1,`+
 			`"remote":{"card_url":%q,"token_ref":%q}}`, remote.URL+"/.well-known/agent-card.json", ref)
@@ -111,13 +115,24 @@ func TestCampaignFunctions(t *testing.T) {
 	if !slices.Equal(types, []string{supervisor.EventRemoteUnavailable}) {
 		t.Errorf("events %v; want exactly one %s", types, supervisor.EventRemoteUnavailable)
 	}
+	// The event woke a decision (created with it): the decision worker claims
+	// it and ends it on the offline model, its calls held to its policy.
+	decider, _ := d.function(t, "decision-worker")
+	d.work(t, decider, string(supervisor.KindDecision), supervisor.DecisionID(id, 1))
+	ds := call(http.StatusOK, "GET", "/api/campaigns/"+id+"/decisions", "")["items"].([]any)
+	if len(ds) != 1 {
+		t.Fatalf("decisions %v, want the REMOTE_UNAVAILABLE's one", ds)
+	}
+	if out := fmt.Sprint(ds[0].(map[string]any)["outcome"]); out == "pending" || out == "running" || out == "" {
+		t.Errorf("the decision after its worker ran: outcome %q, want it ended", out)
+	}
 	last, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(call(http.StatusOK, "GET", "/api/campaigns/"+id, "")["last_pass"]))
 	if first, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(got["last_pass"])); !last.After(first) {
 		t.Errorf("last_pass %v not after the first pass's %v: the second wake-up ran no pass", last, first)
 	}
 
 	// The token is nowhere: the table, the functions' output.
-	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent} {
+	for _, k := range []work.Kind{supervisor.KindCampaign, supervisor.KindEvent, supervisor.KindDecision} {
 		pg, err := d.store.ListItems(ctx, work.ListQuery{Kind: k})
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +143,7 @@ func TestCampaignFunctions(t *testing.T) {
 			}
 		}
 	}
-	for name, e := range map[string]*emulator{"api": api, "campaign-worker": worker} {
+	for name, e := range map[string]*emulator{"api": api, "campaign-worker": worker, "decision-worker": decider} {
 		if strings.Contains(e.log.String(), token) {
 			t.Errorf("the %s function's output holds the remote's token", name)
 		}

@@ -192,7 +192,16 @@ func (d *deployment) api(tb testing.TB, e *emulator, want int, method, path, bod
 	tb.Helper()
 	var req events.APIGatewayV2HTTPRequest
 	readEvent(tb, "api-workspaces-authorized.json", &req)
+	path, query, _ := strings.Cut(path, "?")
 	req.RawPath, req.RequestContext.HTTP.Path, req.RequestContext.HTTP.Method = path, path, method
+	req.RawQueryString = query
+	if query != "" {
+		req.QueryStringParameters = map[string]string{}
+		for _, kv := range strings.Split(query, "&") {
+			k, v, _ := strings.Cut(kv, "=")
+			req.QueryStringParameters[k] = v
+		}
+	}
 	req.Body = body
 	req.Headers["content-length"] = fmt.Sprint(len(body))
 	if body != "" {

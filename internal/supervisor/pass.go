@@ -114,6 +114,7 @@ func (p *pass) run(ctx context.Context) work.Outcome {
 		p.cp.State = StateIdle
 	}
 	if err := p.connect(ctx); err != nil {
+		p.escalations() // a person must hear of it, the remote down or not
 		return p.end()
 	}
 	if p.cp.Capabilities.Control {
@@ -336,6 +337,23 @@ func (p *pass) write(ctx context.Context, method string, params map[string]any, 
 // open (a decision's finish or escalation makes no remote call). A request
 // that cannot be carried out now is dropped with its reason in the log (its
 // refusal is not an event); a decision's id is consumed once.
+// escalations carries out the queued escalations only (they make no remote
+// call), keeping every other request queued in its order: for a pass that
+// cannot reach the remote.
+func (p *pass) escalations() {
+	kept := p.cp.Requests[:0:0]
+	for _, r := range p.cp.Requests {
+		if r.Action != ActionEscalate {
+			kept = append(kept, r)
+			continue
+		}
+		if p.take(r) {
+			p.escalate(r)
+		}
+	}
+	p.cp.Requests = kept
+}
+
 func (p *pass) actions(ctx context.Context) {
 	for len(p.cp.Requests) > 0 {
 		r := p.cp.Requests[0]

@@ -590,6 +590,40 @@ func TestRemoteDownOnceThenRecovers(t *testing.T) {
 	}
 }
 
+// TestEscalationWhileRemoteDown: the remote is down, its REMOTE_UNAVAILABLE's
+// decision escalates, and the next pass (the remote still down) records the
+// escalation for a person: it does not wait for the remote to come back.
+func TestEscalationWhileRemoteDown(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	e.f.down = true
+	e.f.mu.Unlock()
+	e.pass(c.ID)
+	e.model.script(`{"action":"escalate","reason":"the remote is down"}`)
+	e.decide()
+	c = e.pass(c.ID)
+	if len(c.Requests) != 0 {
+		t.Errorf("requests left after the pass: %+v", c.Requests)
+	}
+	evs, err := e.svc.Events(e.ctx, e.admin, c.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escalated := 0
+	for _, ev := range evs {
+		if ev.Type == supervisor.EventBlocked && strings.HasPrefix(ev.Detail, "escalated") {
+			escalated++
+		}
+	}
+	if escalated != 1 {
+		t.Errorf("events %+v: want one BLOCKED escalation while the remote is down", evs)
+	}
+}
+
 func TestOverlappingTicksRunOnePass(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)

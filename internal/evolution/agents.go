@@ -2,7 +2,8 @@ package evolution
 
 import (
 	"embed"
-	"strings"
+
+	"github.com/molt-dev/molt/internal/builtin"
 )
 
 // Ids of the built-in internal agents.
@@ -18,46 +19,18 @@ var builtinFS embed.FS
 // BuiltinAgents lists the ids of the built-in internal agents.
 func BuiltinAgents() []string { return []string{AgentEvo, AgentScore, AgentApply} }
 
+// agents are the built-in internal agents shipped in the binary.
+var agents = builtin.Agents{FS: builtinFS, IDs: BuiltinAgents()}
+
 // BuiltinAgent returns the AGENT.md shipped in the binary for an internal agent,
 // and false for any other id. Its first line is Marker(id).
-func BuiltinAgent(id string) (string, bool) {
-	switch id {
-	case AgentEvo, AgentScore, AgentApply:
-	default:
-		return "", false
-	}
-	b, err := builtinFS.ReadFile("agents/" + id + "/AGENT.md")
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}
-
-// markerPrefix starts the marker line of a built-in agent's AGENT.md.
-const markerPrefix = "<!-- molt:internal-agent "
+func BuiltinAgent(id string) (string, bool) { return agents.Get(id) }
 
 // Marker is the first line of the built-in agent id's AGENT.md, and so of the
 // system prompt of every request this package builds for it:
 // "<!-- molt:internal-agent <id> -->".
-func Marker(id string) string { return markerPrefix + id + " -->" }
+func Marker(id string) string { return builtin.Marker(id) }
 
 // AgentFromSystem returns the internal agent whose marker is the first line of a
 // system prompt, and false when there is none.
-func AgentFromSystem(system string) (string, bool) {
-	first, _, _ := strings.Cut(system, "\n")
-	first = strings.TrimSpace(first)
-	rest, ok := strings.CutPrefix(first, markerPrefix)
-	if !ok {
-		return "", false
-	}
-	id, ok := strings.CutSuffix(rest, " -->")
-	if !ok {
-		return "", false
-	}
-	for _, known := range BuiltinAgents() {
-		if id == known {
-			return id, true
-		}
-	}
-	return "", false
-}
+func AgentFromSystem(system string) (string, bool) { return agents.FromSystem(system) }

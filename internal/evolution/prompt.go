@@ -268,3 +268,14 @@ func orDefault(n, def int) int {
 	}
 	return n
 }
+
+// RequestDataBlocks returns the data blocks of req's last user message: the
+// facts a built-in agent's request carries (what the offline model reads).
+func RequestDataBlocks(req model.Request) []DataBlock {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == model.RoleUser {
+			return ParseDataBlocks(req.Messages[i].Text)
+		}
+	}
+	return nil
+}

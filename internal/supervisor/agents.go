@@ -2,7 +2,8 @@ package supervisor
 
 import (
 	"embed"
-	"strings"
+
+	"github.com/molt-dev/molt/internal/builtin"
 )
 
 // Ids of the supervisor's built-in agents.
@@ -18,38 +19,19 @@ const (
 //go:embed agents/__supervisor__/AGENT.md agents/__reviewer__/AGENT.md
 var agentsFS embed.FS
 
+// agents are the supervisor's built-in agents shipped in the binary.
+var agents = builtin.Agents{FS: agentsFS, IDs: []string{AgentSupervisor, AgentReviewer}}
+
 // BuiltinAgent returns the AGENT.md shipped in the binary for a built-in
 // agent of the supervisor, and false for any other id. Its first line is
 // Marker(id).
-func BuiltinAgent(id string) (string, bool) {
-	if id != AgentSupervisor && id != AgentReviewer {
-		return "", false
-	}
-	b, err := agentsFS.ReadFile("agents/" + id + "/AGENT.md")
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}
-
-const markerPrefix = "<!-- molt:internal-agent "
+func BuiltinAgent(id string) (string, bool) { return agents.Get(id) }
 
 // Marker is the first line of the built-in agent id's AGENT.md, and so of the
 // system prompt of every decision request made for it (a workspace agent's
 // prompt follows the built-in supervisor's): "<!-- molt:internal-agent <id> -->".
-func Marker(id string) string { return markerPrefix + id + " -->" }
+func Marker(id string) string { return builtin.Marker(id) }
 
 // AgentFromSystem returns the built-in agent whose marker is the first line
 // of a system prompt, and false when there is none.
-func AgentFromSystem(system string) (string, bool) {
-	first, _, _ := strings.Cut(system, "\n")
-	rest, ok := strings.CutPrefix(strings.TrimSpace(first), markerPrefix)
-	if !ok {
-		return "", false
-	}
-	id, ok := strings.CutSuffix(rest, " -->")
-	if !ok || (id != AgentSupervisor && id != AgentReviewer) {
-		return "", false
-	}
-	return id, true
-}
+func AgentFromSystem(system string) (string, bool) { return agents.FromSystem(system) }

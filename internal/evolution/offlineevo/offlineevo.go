@@ -47,13 +47,7 @@ func Handle(req model.Request) (model.Response, bool) {
 	if !ok {
 		return model.Response{}, false
 	}
-	var blocks []evolution.DataBlock
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleUser {
-			blocks = evolution.ParseDataBlocks(req.Messages[i].Text)
-			break
-		}
-	}
+	blocks := evolution.RequestDataBlocks(req)
 	var text string
 	switch id {
 	case evolution.AgentEvo:

@@ -50,13 +50,7 @@ func Handle(req model.Request) (model.Response, bool) {
 	if !ok {
 		return model.Response{}, false
 	}
-	var blocks []evolution.DataBlock
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleUser {
-			blocks = evolution.ParseDataBlocks(req.Messages[i].Text)
-			break
-		}
-	}
+	blocks := evolution.RequestDataBlocks(req)
 	var f supervisor.Facts
 	raw, _ := evolution.FindData(blocks, supervisor.BlockFacts)
 	_ = json.Unmarshal([]byte(raw), &f)

@@ -63,14 +63,22 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // startChild starts `molt serve` on dir in a child process.
 func startChild(t *testing.T, dir, addr, modelURL string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1",
-		"MOLT_TEST_ARGS="+strings.Join([]string{"serve", "--addr", addr, "--data", dir, "--tick", "1s"}, "\x1f"),
-		"MOLT_BACKEND=", "MOLT_ADMIN_TOKEN=", "MOLT_MODEL=openai:fake", "OPENAI_BASE_URL="+modelURL+"/v1",
+	return startServe(t, dir, addr, "MOLT_MODEL=openai:fake", "OPENAI_BASE_URL="+modelURL+"/v1",
 		"OPENAI_API_KEY=test-key",
 		// A turn's claim times out after 10 minutes: a reply within the test's
 		// wait can only come from the start-up recovery.
 		"MOLT_TURN_TIMEOUT=10m")
+}
+
+// startServe starts `molt serve` on dir and addr with a one-second tick in a
+// child process, with env added to the test's own environment; the child is
+// killed at the test's end.
+func startServe(t *testing.T, dir, addr string, env ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1",
+		"MOLT_TEST_ARGS="+strings.Join([]string{"serve", "--addr", addr, "--data", dir, "--tick", "1s"}, "\x1f"),
+		"MOLT_BACKEND=", "MOLT_ADMIN_TOKEN="), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -78,6 +86,7 @@ func startChild(t *testing.T, dir, addr, modelURL string) (*exec.Cmd, *syncBuffe
 	}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped child dies only once it runs
 			_ = cmd.Process.Kill()
 			_, _ = cmd.Process.Wait()
 		}

@@ -15,27 +15,12 @@ import (
 	"time"
 )
 
-// serveProcess starts `molt serve` on dir and addr in a child process with
-// the offline model, a one-second tick and env added; it returns the process,
-// its output and its admin token once it answers.
+// serveProcess starts `molt serve` on dir and addr (startServe) with the
+// offline model and env added; it returns the process, its output and its
+// admin token once it answers.
 func serveProcess(t *testing.T, dir, addr string, env ...string) (*exec.Cmd, *syncBuffer, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"=1",
-		"MOLT_TEST_ARGS="+strings.Join([]string{"serve", "--addr", addr, "--data", dir, "--tick", "1s"}, "\x1f"),
-		"MOLT_BACKEND=", "MOLT_ADMIN_TOKEN=", "MOLT_MODEL=offline"), env...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
-		}
-	})
+	cmd, out := startServe(t, dir, addr, append([]string{"MOLT_MODEL=offline"}, env...)...)
 	waitHealthy(t, "http://"+addr, out)
 	secret, err := os.ReadFile(filepath.Join(dir, "admin-token"))
 	if err != nil {

@@ -63,35 +63,63 @@ func newGroupWriter(db *sql.DB) *groupWriter {
 // group has taken it, it waits for the group's outcome, which does not take
 // long.
 func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error {
+	return g.writeEach(ctx, []func(q querier) error{fn})[0]
+}
+
+// writeEach is write for several independent writes, queued together so that
+// they share a group (one transaction, each in its own savepoint) unless the
+// group is full: errs[i] is fns[i]'s result.
+func (g *groupWriter) writeEach(ctx context.Context, fns []func(q querier) error) []error {
+	errs := make([]error, len(fns))
 	if err := ctx.Err(); err != nil {
-		return molt.Unavailable(err, "no sqlite connection")
+		for i := range errs {
+			errs[i] = molt.Unavailable(err, "no sqlite connection")
+		}
+		return errs
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	rs := make([]*request, len(fns))
+	for i, fn := range fns {
+		rs[i] = &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return molt.Unavailable(errClosed, "no sqlite connection")
-	}
-	g.queue = append(g.queue, r)
-	if !g.leading {
-		g.leading = true
-		g.mu.Unlock()
-		g.lead()
-		return <-r.done
-	}
-	g.mu.Unlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-r.lead:
-		g.lead()
-		return <-r.done
-	case <-ctx.Done():
-		if g.dequeue(r) {
-			return molt.Unavailable(ctx.Err(), "no sqlite connection")
+		for i := range errs {
+			errs[i] = molt.Unavailable(errClosed, "no sqlite connection")
 		}
-		return <-r.done
+		return errs
 	}
+	g.queue = append(g.queue, rs...)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if lead {
+		g.lead()
+	}
+	// The results come in queue order, and a group delivers its results before
+	// it hands the lead on, so waiting for each in turn cannot miss a lead
+	// handed to a later one.
+	for i, r := range rs {
+		select {
+		case errs[i] = <-r.done:
+		case <-r.lead:
+			g.lead()
+			errs[i] = <-r.done
+		case <-ctx.Done():
+			if g.dequeue(r) {
+				errs[i] = molt.Unavailable(ctx.Err(), "no sqlite connection")
+				continue
+			}
+			// Taken by a group: its result, or the lead, comes soon.
+			select {
+			case errs[i] = <-r.done:
+			case <-r.lead:
+				g.lead()
+				errs[i] = <-r.done
+			}
+		}
+	}
+	return errs
 }
 
 // lead runs one group of what is queued, then hands the lead on.

@@ -189,6 +189,9 @@ type writer interface {
 	// write runs fn in a write transaction and commits its writes when fn
 	// returns nil; otherwise it undoes them and returns fn's error.
 	write(ctx context.Context, fn func(q querier) error) error
+	// writeEach runs each of fns as write would, independently, in one round
+	// trip (one group): errs[i] is fns[i]'s result.
+	writeEach(ctx context.Context, fns []func(q querier) error) []error
 }
 
 // rollback ends c's transaction without writing it.
@@ -215,6 +218,26 @@ func (f faultWriter) write(ctx context.Context, fn func(q querier) error) error 
 		return fmt.Errorf("sqlite write sent, response lost: %w", faults.ErrInjected)
 	}
 	return f.next.write(ctx, fn)
+}
+
+// writeEach takes one fault for the whole round trip: Before fails every write
+// unsent, After runs them all and loses every response.
+func (f faultWriter) writeEach(ctx context.Context, fns []func(q querier) error) []error {
+	var err error
+	switch f.faults.Take() {
+	case faults.Before:
+		err = fmt.Errorf("sqlite write not sent: %w", faults.ErrInjected)
+	case faults.After:
+		_ = f.next.writeEach(ctx, fns)
+		err = fmt.Errorf("sqlite write sent, response lost: %w", faults.ErrInjected)
+	default:
+		return f.next.writeEach(ctx, fns)
+	}
+	errs := make([]error, len(fns))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
 // isBusy reports whether err is SQLite's "database is locked" (or "table locked").

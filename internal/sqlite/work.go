@@ -26,7 +26,38 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if err := work.CheckCommit(ops); err != nil {
 		return err
 	}
-	err := s.w.write(ctx, func(q querier) error {
+	return commitErr(ops, s.w.write(ctx, s.applyAll(ctx, ops)))
+}
+
+// CommitEach commits each of cs as Commit would, independently (see
+// work.Backend): the valid ones are queued together on the write connection,
+// so they share one transaction (and fsync), each in its own savepoint with its
+// own result.
+func (s *Store) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	errs := make([]error, len(cs))
+	var at []int
+	var fns []func(q querier) error
+	for i, ops := range cs {
+		if err := work.CheckCommit(ops); err != nil {
+			errs[i] = err
+			continue
+		}
+		at = append(at, i)
+		fns = append(fns, s.applyAll(ctx, ops))
+	}
+	if len(fns) == 0 {
+		return errs
+	}
+	for j, err := range s.w.writeEach(ctx, fns) {
+		errs[at[j]] = commitErr(cs[at[j]], err)
+	}
+	return errs
+}
+
+// applyAll returns the write of ops, in order; it fails with a
+// *work.ConditionFailed at the first op whose condition fails.
+func (s *Store) applyAll(ctx context.Context, ops []work.Op) func(q querier) error {
+	return func(q querier) error {
 		for i, op := range ops {
 			ok, err := applyOp(ctx, q, op, s)
 			if err != nil {
@@ -37,7 +68,10 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 			}
 		}
 		return nil
-	})
+	}
+}
+
+func commitErr(ops []work.Op, err error) error {
 	var cf *work.ConditionFailed
 	if err != nil && !errors.As(err, &cf) {
 		return fmt.Errorf("commit %d ops: %w", len(ops), err)

@@ -47,6 +47,25 @@ func (c *counting) Commit(ctx context.Context, ops ...work.Op) error {
 	return c.Backend.Commit(ctx, ops...)
 }
 
+// CommitEach counts one request carrying len(cs) writes.
+func (c *counting) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	c.reqs.Add(1)
+	c.writes.Add(int64(len(cs)))
+	c.mu.Lock()
+	if c.perRecord == nil {
+		c.perRecord = map[string]int64{}
+	}
+	for _, ops := range cs {
+		for _, op := range ops {
+			for _, r := range records(op) {
+				c.perRecord[r]++
+			}
+		}
+	}
+	c.mu.Unlock()
+	return c.Backend.CommitEach(ctx, cs...)
+}
+
 // hottest returns the most writes any one record has received, and resets the
 // counts.
 func (c *counting) hottest() int64 {

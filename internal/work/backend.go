@@ -37,6 +37,17 @@ type Backend interface {
 	// the outcome is unknown: the ops may or may not have been applied (the
 	// protocol reads back).
 	Commit(ctx context.Context, ops ...Op) error
+	// CommitEach commits each of cs as Commit would, independently of the
+	// others, in as few store round trips as the store allows (on SQLite one
+	// transaction, a savepoint each; on DynamoDB TransactWriteItems of members
+	// that write disjoint records, within its limits). It returns one result a
+	// member, errs[i] for cs[i], with Commit's meaning: nil (applied), a
+	// *ConditionFailed naming the op of cs[i] that failed (nothing of cs[i]
+	// written), EINVALID/ETOOLARGE (cs[i] refused before anything was sent),
+	// or any other error (cs[i]'s outcome is unknown). One member's failed
+	// condition or malformed op never fails another member; a round trip lost
+	// in transit leaves every member it carried unknown.
+	CommitEach(ctx context.Context, cs ...[]Op) []error
 }
 
 // ListQuery selects items for ListItems.

@@ -73,6 +73,16 @@ type Handler interface {
 	Handle(ctx context.Context, m Message) error
 }
 
+// BatchHandler is a Handler that can take several wake-ups at once (the
+// executor of internal/work claims them in one store round trip). done is
+// called once per message with what Handle would have returned for it, as that
+// message's handling ends (possibly from several goroutines at once, and in
+// any order); HandleBatch returns after the last call.
+type BatchHandler interface {
+	Handler
+	HandleBatch(ctx context.Context, ms []Message, done func(i int, err error))
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, m Message) error
 

@@ -26,7 +26,19 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if err := work.CheckCommit(ops); err != nil {
 		return err
 	}
-	return commitErr(ops, s.w.write(ctx, s.applyAll(ctx, ops)))
+	return commitErr(ops, s.w.writeEach(ctx, []unit{s.unit(ctx, ops)})[0])
+}
+
+// unit is the write of ops for the group writer.
+func (s *Store) unit(ctx context.Context, ops []work.Op) unit {
+	single := false
+	if len(ops) == 1 {
+		switch ops[0].(type) {
+		case work.CreateItem, work.UpdateItem, work.DeleteItem, work.AcquireLock, work.ReleaseLock:
+			single = true // one statement each (see applyOp)
+		}
+	}
+	return unit{fn: s.applyAll(ctx, ops), single: single}
 }
 
 // CommitEach commits each of cs as Commit would, independently (see
@@ -36,14 +48,14 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 func (s *Store) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
 	errs := make([]error, len(cs))
 	var at []int
-	var fns []func(q querier) error
+	var fns []unit
 	for i, ops := range cs {
 		if err := work.CheckCommit(ops); err != nil {
 			errs[i] = err
 			continue
 		}
 		at = append(at, i)
-		fns = append(fns, s.applyAll(ctx, ops))
+		fns = append(fns, s.unit(ctx, ops))
 	}
 	if len(fns) == 0 {
 		return errs
@@ -284,7 +296,7 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 	if err := work.ValidateKey(kind, id); err != nil {
 		return work.Item{}, err
 	}
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+itemCols+` FROM items WHERE kind = ? AND id = ?`, string(kind), id)
+	row := s.getItem.QueryRowContext(ctx, string(kind), id)
 	it, err := scanItem(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return work.Item{}, molt.NotFound("%s %s not found", kind, id)

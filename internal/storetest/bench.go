@@ -27,12 +27,14 @@ type Counter func() (requests, writes int64)
 type counting struct {
 	work.Backend
 	reqs, writes atomic.Int64
+	commits      atomic.Int64 // Commit and CommitEach calls: write round trips
 	mu           sync.Mutex
 	perRecord    map[string]int64
 }
 
 func (c *counting) Commit(ctx context.Context, ops ...work.Op) error {
 	c.reqs.Add(1)
+	c.commits.Add(1)
 	c.writes.Add(1)
 	c.mu.Lock()
 	if c.perRecord == nil {
@@ -50,6 +52,7 @@ func (c *counting) Commit(ctx context.Context, ops ...work.Op) error {
 // CommitEach counts one request carrying len(cs) writes.
 func (c *counting) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
 	c.reqs.Add(1)
+	c.commits.Add(1)
 	c.writes.Add(int64(len(cs)))
 	c.mu.Lock()
 	if c.perRecord == nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/molt-dev/molt/internal/faults"
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/work"
 )
 
@@ -312,4 +314,140 @@ func testClaimEachRace(t *testing.T, open Opener) {
 	if a := e.active(kindT); a != 0 {
 		t.Fatalf("active after all finished = %d, want 0", a)
 	}
+}
+
+// testExecutorBatch: the executor's HandleBatch claims the claimable items of
+// a batch of wake-ups in one round trip and runs their attempts at once; a
+// wake-up for a missing item, a duplicate, or an item held by a live claim is
+// dropped; under a budget only the free slots are claimed; final writes that
+// are ready together land together, and one whose claim was lost meanwhile
+// writes nothing and fails no other.
+func testExecutorBatch(t *testing.T, open Opener) {
+	t.Run("claims", func(t *testing.T) {
+		e := setup(t, open)
+		var ids []string
+		for i := 0; i < 4; i++ {
+			ids = append(ids, e.create(kindT, "").ID)
+		}
+		held := e.claim(e.create(kindT, ""), 0)
+		var started sync.WaitGroup
+		started.Add(len(ids))
+		all := make(chan struct{})
+		go func() { started.Wait(); close(all) }()
+		var claimWrites atomic.Int64
+		before := e.writes()
+		r := e.runner(work.Policy{}, func(ctx context.Context, a *work.Attempt) work.Outcome {
+			started.Done()
+			recv(t, all, "every attempt of the batch to start") // they run at once
+			claimWrites.CompareAndSwap(0, int64(e.writes()-before))
+			return work.End("done", "", nil)
+		})
+		ms := []queue.Message{wakeup(ids[0]), wakeup(ids[1]), wakeup("nope"), wakeup(ids[0]),
+			wakeup(ids[2]), wakeup(held.ID), wakeup(ids[3])}
+		errs := make([]error, len(ms))
+		calls := make([]int, len(ms))
+		var mu sync.Mutex
+		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs[i] = err
+			calls[i]++
+		})
+		for i := range ms {
+			if calls[i] != 1 || errs[i] != nil {
+				t.Fatalf("wake-up %d (%s): %d results, error %v; want one, nil", i, ms[i].ID, calls[i], errs[i])
+			}
+		}
+		if n := r.runs.Load(); n != int32(len(ids)) {
+			t.Fatalf("%d attempts ran, want %d", n, len(ids))
+		}
+		if n := claimWrites.Load(); n != 1 {
+			t.Fatalf("%d writes before the attempts ran, want 1 (the batch's claims in one round trip)", n)
+		}
+		for _, id := range ids {
+			if it := e.get(kindT, id); it.Status != "done" || it.Active || it.Attempts != 1 {
+				t.Fatalf("item after its batch %+v", it)
+			}
+		}
+		if it := e.get(kindT, held.ID); it.Token != held.Token || it.Status != work.StatusRunning {
+			t.Fatalf("an item held by a live claim was touched: %+v", it)
+		}
+		// Claims, then at most one write per final write.
+		if w := e.writes() - before; w > 1+len(ids) {
+			t.Fatalf("%d writes for a batch of %d, want at most %d", w, len(ids), 1+len(ids))
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		e := setup(t, open)
+		var ms []queue.Message
+		for i := 0; i < 5; i++ {
+			ms = append(ms, wakeup(e.create(kindT, "").ID))
+		}
+		var running, most atomic.Int32
+		r := e.runner(work.Policy{Budget: 2}, func(ctx context.Context, a *work.Attempt) work.Outcome {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			defer running.Add(-1)
+			return work.End("done", "", nil)
+		})
+		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+			if err != nil {
+				t.Errorf("wake-up %d: %v", i, err)
+			}
+		})
+		if n := r.runs.Load(); n != 2 {
+			t.Fatalf("%d attempts ran under a budget of 2, want 2", n)
+		}
+		if m := most.Load(); m > 2 {
+			t.Fatalf("%d attempts at once under a budget of 2", m)
+		}
+		if n := e.active(kindT); n != 0 {
+			t.Fatalf("slot counter %d after the batch, want 0", n)
+		}
+	})
+	t.Run("lost claim", func(t *testing.T) {
+		e := setup(t, open)
+		var ids []string
+		for i := 0; i < 3; i++ {
+			ids = append(ids, e.create(kindT, "").ID)
+		}
+		var started sync.WaitGroup
+		started.Add(len(ids))
+		all := make(chan struct{})
+		go func() { started.Wait(); close(all) }()
+		r := e.runner(work.Policy{}, func(ctx context.Context, a *work.Attempt) work.Outcome {
+			if a.Claim.ID == ids[1] {
+				// Another claimer takes the item over (its token changes).
+				if err := e.s.Commit(e.ctx, work.UpdateItem{Kind: kindT, ID: a.Claim.ID, If: work.Cond{Token: a.Claim.Token},
+					Set: work.Set{Token: work.Ptr("stolen"), UpdatedAt: e.clock.Now(), OpID: e.p.IDs.NewID()}}); err != nil {
+					t.Error(err)
+				}
+			}
+			started.Done()
+			recv(t, all, "every attempt of the batch to start")
+			return work.End("done", "", nil)
+		})
+		var ms []queue.Message
+		for _, id := range ids {
+			ms = append(ms, wakeup(id))
+		}
+		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+			if err != nil {
+				t.Errorf("wake-up %d: %v", i, err)
+			}
+		})
+		for i, id := range ids {
+			it := e.get(kindT, id)
+			if i == 1 {
+				if it.Status != work.StatusRunning || it.Token != "stolen" {
+					t.Fatalf("the final write of a lost claim was written: %+v", it)
+				}
+				continue
+			}
+			if it.Status != "done" || it.Active {
+				t.Fatalf("a final write beside a lost claim's did not land: %+v", it)
+			}
+		}
+	})
 }

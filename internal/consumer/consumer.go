@@ -52,8 +52,10 @@ type Consumer struct {
 	// messages one receive takes and hands to HandleBatch together (SQS
 	// delivers at most 10 a receive; the executor of internal/work claims a
 	// batch in one store round trip). Workers still bounds the messages
-	// handled at once: a receive asks for at most the free places, and each
-	// message's place frees as its own handling ends.
+	// worked at once: a receive asks for at most the free places, and each
+	// message's place frees as its own work ends (queue.Report.Ended: its
+	// final write may still be in flight, as a River worker slot frees before
+	// its job's completion is committed), or else with its result.
 	Batch int
 	// Gather, with Batch, is how long a receive may wait for more places to
 	// free while messages are in flight, so that a burst of handlings ending
@@ -204,7 +206,9 @@ func (c *Consumer) batches(ctx context.Context, h queue.BatchHandler, workers in
 }
 
 // handleBatch hands the deliveries that are wake-ups to h together, settles
-// each as its handling ends (as handle does) and calls freed once per delivery.
+// each as its handling ends (as handle does) and calls freed once per delivery:
+// when the handler reports its work ended (its final write under way), or else
+// with its result.
 func (c *Consumer) handleBatch(ctx context.Context, h queue.BatchHandler, ds []queue.Delivery, freed func()) {
 	type entry struct {
 		ctx context.Context
@@ -225,6 +229,16 @@ func (c *Consumer) handleBatch(ctx context.Context, h queue.BatchHandler, ds []q
 	}
 	var mu sync.Mutex
 	settled := make([]bool, len(ms))
+	free := make([]bool, len(ms)) // the message's place is given back
+	give := func(i int) {
+		mu.Lock()
+		already := free[i]
+		free[i] = true
+		mu.Unlock()
+		if !already {
+			freed()
+		}
+	}
 	done := func(i int, err error) {
 		mu.Lock()
 		if i < 0 || i >= len(ms) || settled[i] {
@@ -234,9 +248,14 @@ func (c *Consumer) handleBatch(ctx context.Context, h queue.BatchHandler, ds []q
 		settled[i] = true
 		mu.Unlock()
 		c.settle(es[i].ctx, es[i].d, err)
-		freed()
+		give(i)
 	}
-	err := callBatch(ctx, h, ms, done)
+	ended := func(i int) {
+		if i >= 0 && i < len(ms) {
+			give(i)
+		}
+	}
+	err := callBatch(ctx, h, ms, queue.Report{Done: done, Ended: ended})
 	// A handler that panicked, or forgot a message, leaves it to be retried.
 	if err == nil {
 		err = fmt.Errorf("handler returned without a result")
@@ -333,13 +352,13 @@ func call(ctx context.Context, h queue.Handler, m queue.Message) (err error) {
 
 // callBatch runs HandleBatch, turning a panic into an error (returned) for the
 // messages not yet done.
-func callBatch(ctx context.Context, h queue.BatchHandler, ms []queue.Message, done func(int, error)) (err error) {
+func callBatch(ctx context.Context, h queue.BatchHandler, ms []queue.Message, r queue.Report) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	h.HandleBatch(ctx, ms, done)
+	h.HandleBatch(ctx, ms, r)
 	return nil
 }
 

@@ -345,7 +345,8 @@ func (b *batcher) Handle(ctx context.Context, m queue.Message) error {
 	panic("Handle called on a batch consumer")
 }
 
-func (b *batcher) HandleBatch(ctx context.Context, ms []queue.Message, done func(int, error)) {
+func (b *batcher) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	done := r.Done
 	b.mu.Lock()
 	b.sizes = append(b.sizes, len(ms))
 	b.mu.Unlock()
@@ -425,5 +426,68 @@ func TestBatches(t *testing.T) {
 	// at once, so any of them may have reached the handler first.
 	if len(b.sizes) == 0 || slices.Max(b.sizes) != 3 {
 		t.Errorf("batch sizes %v, want one of 3 (Batch)", b.sizes)
+	}
+}
+
+// endedFirst is a BatchHandler whose first batch reports its first message's
+// work ended at once but holds every result until release is closed.
+type endedFirst struct {
+	batches chan []queue.Message
+	release chan struct{}
+	first   atomic.Bool
+}
+
+func (h *endedFirst) Handle(ctx context.Context, m queue.Message) error {
+	panic("Handle called on a batch consumer")
+}
+
+func (h *endedFirst) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	h.batches <- ms
+	if h.first.CompareAndSwap(false, true) {
+		r.Ended(0)
+		<-h.release
+	}
+	for i := range ms {
+		r.Done(i, nil)
+	}
+}
+
+// TestEndedFreesPlace: a message whose work ended gives its place to the next
+// message before its result (its final write) is in.
+func TestEndedFreesPlace(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := q.Send(t.Context(), queue.Message{Kind: "run", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &endedFirst{batches: make(chan []queue.Message, 3), release: make(chan struct{})}
+	rec := &recorder{q.Receiver("run"), make(chan queue.Delivery, 3)}
+	c := &consumer.Consumer{Receiver: rec, Handler: h, Log: obs.NewLogger(&bytes.Buffer{}),
+		Workers: 2, Batch: 2, Wait: 50 * time.Millisecond}
+	stop := run(t, c)
+	defer stop()
+	if first := recv(t, h.batches); len(first) != 2 {
+		t.Fatalf("first batch %v, want 2 messages", first)
+	}
+	// Both places are taken until a's work ends, which frees one for c.
+	if next := recv(t, h.batches); len(next) != 1 || next[0].ID != "c" {
+		t.Fatalf("second batch %v, want [c] while the first holds its results", next)
+	}
+	close(h.release)
+	for range 3 {
+		<-rec.deleted
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out")
+		panic("unreachable")
 	}
 }

@@ -347,15 +347,27 @@ func testExecutorBatch(t *testing.T, open Opener) {
 		errs := make([]error, len(ms))
 		calls := make([]int, len(ms))
 		var mu sync.Mutex
-		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+		ends := make([]int, len(ms))
+		r.HandleBatch(e.ctx, ms, queue.Report{Done: func(i int, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			errs[i] = err
 			calls[i]++
-		})
+		}, Ended: func(i int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls[i] != 0 {
+				t.Errorf("wake-up %d ended after its result", i)
+			}
+			ends[i]++
+		}})
 		for i := range ms {
 			if calls[i] != 1 || errs[i] != nil {
 				t.Fatalf("wake-up %d (%s): %d results, error %v; want one, nil", i, ms[i].ID, calls[i], errs[i])
+			}
+			// Only the wake-ups whose attempt ran (the first of each of ids) end.
+			if ran := i == 0 || i == 1 || i == 4 || i == 6; ends[i] != map[bool]int{true: 1}[ran] {
+				t.Fatalf("wake-up %d (%s): %d ends, ran %v", i, ms[i].ID, ends[i], ran)
 			}
 		}
 		if n := r.runs.Load(); n != int32(len(ids)) {
@@ -391,11 +403,11 @@ func testExecutorBatch(t *testing.T, open Opener) {
 			defer running.Add(-1)
 			return work.End("done", "", nil)
 		})
-		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+		r.HandleBatch(e.ctx, ms, queue.Report{Done: func(i int, err error) {
 			if err != nil {
 				t.Errorf("wake-up %d: %v", i, err)
 			}
-		})
+		}})
 		if n := r.runs.Load(); n != 2 {
 			t.Fatalf("%d attempts ran under a budget of 2, want 2", n)
 		}
@@ -432,11 +444,11 @@ func testExecutorBatch(t *testing.T, open Opener) {
 		for _, id := range ids {
 			ms = append(ms, wakeup(id))
 		}
-		r.HandleBatch(e.ctx, ms, func(i int, err error) {
+		r.HandleBatch(e.ctx, ms, queue.Report{Done: func(i int, err error) {
 			if err != nil {
 				t.Errorf("wake-up %d: %v", i, err)
 			}
-		})
+		}})
 		for i, id := range ids {
 			it := e.get(kindT, id)
 			if i == 1 {

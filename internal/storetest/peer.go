@@ -171,13 +171,15 @@ func (f failCounter) Handle(ctx context.Context, m queue.Message) error {
 	return err
 }
 
-func (f failCounter) HandleBatch(ctx context.Context, ms []queue.Message, done func(int, error)) {
-	f.Executor.HandleBatch(ctx, ms, func(i int, err error) {
+func (f failCounter) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	done := r.Done
+	r.Done = func(i int, err error) {
 		if err != nil {
 			f.n.Add(1)
 		}
 		done(i, err)
-	})
+	}
+	f.Executor.HandleBatch(ctx, ms, r)
 }
 
 // signal sends on c unless a signal is already waiting there.

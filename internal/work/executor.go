@@ -295,7 +295,7 @@ func (e *Executor[C]) log() *slog.Logger {
 // the attempt asked for it: the wake-up is then delivered again.
 func (e *Executor[C]) Handle(ctx context.Context, m queue.Message) error {
 	var err error
-	e.HandleBatch(ctx, []queue.Message{m}, func(_ int, got error) { err = got })
+	e.HandleBatch(ctx, []queue.Message{m}, queue.Report{Done: func(_ int, got error) { err = got }})
 	return err
 }
 
@@ -304,10 +304,16 @@ func (e *Executor[C]) Handle(ctx context.Context, m queue.Message) error {
 // ones in one store round trip (Protocol.ClaimEach: each claim on its own
 // conditions, the budget exact); the attempts then run at once, each with its
 // own keep-alive and deadline, and their final writes that are ready together
-// share a round trip (Protocol.TransitionEach). done(i, err) reports ms[i]'s
-// result, Handle's, as soon as it is known. A second wake-up of one item in a
-// batch is dropped.
-func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, done func(i int, err error)) {
+// share a round trip (Protocol.TransitionEach). r.Done(i, err) reports ms[i]'s
+// result, Handle's, as soon as it is known, and r.Ended(i) (when set) that its
+// attempt has returned and its final write is under way. A second wake-up of
+// one item in a batch is dropped.
+func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	done := r.Done
+	ended := func(int) {}
+	if r.Ended != nil {
+		ended = r.Ended
+	}
 	type job struct {
 		i      int
 		ctx    context.Context
@@ -412,12 +418,12 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, done 
 	}
 	if len(jobs) == 1 {
 		j := jobs[0]
-		done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume))
+		done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume, func() { ended(j.i) }))
 		return
 	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
-		wg.Go(func() { done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume)) })
+		wg.Go(func() { done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume, func() { ended(j.i) })) })
 	}
 	wg.Wait()
 }
@@ -447,12 +453,14 @@ func (e *Executor[C]) Run(ctx context.Context, c Claim, it Item, fn AttemptFunc)
 	if err != nil {
 		return fmt.Errorf("%s policy: %w", e.Kind, err)
 	}
-	return e.run(ctx, c, it, pol, fn, false)
+	return e.run(ctx, c, it, pol, fn, false, nil)
 }
 
 func (e *Executor[C]) staleBefore(pol Policy) time.Time { return e.Protocol.now().Add(-pol.Timeout) }
 
-func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn AttemptFunc, resumed bool) error {
+// run runs the attempt fn on the claim c; ended, when set, is called once fn
+// has returned (the final write is still to come).
+func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn AttemptFunc, resumed bool, ended func()) error {
 	pol = pol.withDefaults()
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -472,6 +480,9 @@ func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn 
 	stop := e.Protocol.keepAlive(actx, c, pol.Heartbeat, func() { cancel(ErrClaimLost) }, e.log())
 	out := fn(actx, a)
 	stop()
+	if ended != nil {
+		ended()
+	}
 	if errors.Is(context.Cause(actx), ErrClaimLost) || molt.IsLostClaim(out.Err) {
 		e.log().WarnContext(ctx, string(e.Kind)+" lost its claim; nothing more written",
 			slog.String("id", c.ID), slog.Int("attempt", c.Attempts))

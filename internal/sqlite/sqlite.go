@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -66,6 +67,8 @@ type Store struct {
 	// getItem is GetItem's query, prepared once (and on each read connection
 	// as it first runs there), the hottest read of the claim path.
 	getItem *sql.Stmt
+	// getItems holds GetItems' queries by their number of ids (*sql.Stmt).
+	getItems sync.Map
 	wdb     *sql.DB      // writes: one connection
 	g       *groupWriter // runs the writes on wdb, in groups
 	w       writer       // every write goes through w (g, wrapped with faults when set)
@@ -165,6 +168,10 @@ func (s *Store) Close() error {
 	if s.getItem != nil {
 		errs = append(errs, s.getItem.Close())
 	}
+	s.getItems.Range(func(_, st any) bool {
+		errs = append(errs, st.(*sql.Stmt).Close())
+		return true
+	})
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}

@@ -307,6 +307,77 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 	return it, nil
 }
 
+var _ work.BatchReader = (*Store)(nil)
+
+// GetItems reads the items kind/ids in one query (work.BatchReader):
+// items[i] and errs[i] for ids[i], ENOTFOUND when absent, EINVALID for a
+// malformed key.
+func (s *Store) GetItems(ctx context.Context, kind work.Kind, ids []string) ([]work.Item, []error) {
+	items, errs := make([]work.Item, len(ids)), make([]error, len(ids))
+	var args []any
+	at := map[string][]int{}
+	for i, id := range ids {
+		if err := work.ValidateKey(kind, id); err != nil {
+			errs[i] = err
+			continue
+		}
+		errs[i] = molt.NotFound("%s %s not found", kind, id)
+		if at[id] == nil {
+			args = append(args, id)
+		}
+		at[id] = append(at[id], i)
+	}
+	if len(args) == 0 {
+		return items, errs
+	}
+	fail := func(err error) ([]work.Item, []error) {
+		for _, is := range at {
+			for _, i := range is {
+				errs[i] = fmt.Errorf("get %s %s: %w", kind, ids[i], err)
+			}
+		}
+		return items, errs
+	}
+	st, err := s.getItemsStmt(len(args))
+	if err != nil {
+		return fail(err)
+	}
+	rows, err := st.QueryContext(ctx, append([]any{string(kind)}, args...)...)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return fail(err)
+		}
+		for _, i := range at[it.ID] {
+			items[i], errs[i] = it, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	return items, errs
+}
+
+// getItemsStmt returns GetItems' query for n ids, prepared once per n.
+func (s *Store) getItemsStmt(n int) (*sql.Stmt, error) {
+	if st, ok := s.getItems.Load(n); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.Prepare(`SELECT ` + itemCols + ` FROM items WHERE kind = ? AND id IN (?` + strings.Repeat(", ?", n-1) + `)`)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.getItems.LoadOrStore(n, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
 // ListItems lists items of one kind by id, newest first (or oldest first with
 // q.Oldest), optionally of one status. The cursor is the last id of the previous
 // page, so items inserted meanwhile (with greater ids) never shift a listing.

@@ -463,3 +463,34 @@ func testExecutorBatch(t *testing.T, open Opener) {
 		}
 	})
 }
+
+// testGetItems: a store that reads a batch of items in one round trip
+// (work.BatchReader) returns each id's item in order, a duplicate id twice,
+// ENOTFOUND for a missing one and EINVALID for a malformed one.
+func testGetItems(t *testing.T, open Opener) {
+	e := setup(t, open)
+	br, ok := e.s.(work.BatchReader)
+	if !ok {
+		t.Skip("the store reads items one at a time (the executor reads a batch in parallel)")
+	}
+	a, b := e.create(kindT, ""), e.create(kindT, "")
+	items, errs := br.GetItems(e.ctx, kindT, []string{b.ID, "nope", a.ID, "bad id", b.ID})
+	if len(items) != 5 || len(errs) != 5 {
+		t.Fatalf("%d items and %d errors for 5 ids", len(items), len(errs))
+	}
+	for i, want := range []work.Item{b, {}, a, {}, b} {
+		switch i {
+		case 1:
+			wantCode(t, errs[i], molt.ENOTFOUND)
+		case 3:
+			wantCode(t, errs[i], molt.EINVALID)
+		default:
+			if errs[i] != nil {
+				t.Fatalf("item %d: %v", i, errs[i])
+			}
+			if got := items[i]; got.ID != want.ID || got.OpID != want.OpID || got.Status != want.Status {
+				t.Fatalf("item %d = %+v, want %+v", i, got, want)
+			}
+		}
+	}
+}

@@ -107,6 +107,20 @@ func records(op work.Op) []string {
 	return nil
 }
 
+// GetItems counts one request when the store reads a batch in one
+// (work.BatchReader), else one per item.
+func (c *counting) GetItems(ctx context.Context, k work.Kind, ids []string) ([]work.Item, []error) {
+	if br, ok := c.Backend.(work.BatchReader); ok {
+		c.reqs.Add(1)
+		return br.GetItems(ctx, k, ids)
+	}
+	items, errs := make([]work.Item, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		items[i], errs[i] = c.GetItem(ctx, k, id)
+	}
+	return items, errs
+}
+
 func (c *counting) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	c.reqs.Add(1)
 	return c.Backend.GetItem(ctx, k, id)

@@ -24,6 +24,15 @@ type Reader interface {
 	LockHolder(ctx context.Context, key string) (string, error)
 }
 
+// BatchReader is a Reader that reads several items of one kind in one round
+// trip, with GetItem's consistency: items[i] and errs[i] for ids[i] (ENOTFOUND
+// when absent, EINVALID for a malformed id). The executor reads a batch of
+// wake-ups with it when its Backend has it, and with GetItem in parallel
+// otherwise (DynamoDB's adapter: strongly consistent reads one item each).
+type BatchReader interface {
+	GetItems(ctx context.Context, kind Kind, ids []string) (items []Item, errs []error)
+}
+
 // Backend is what a store adapter implements for the protocol: an atomic commit of
 // conditional operations, a strongly consistent read, and listings. Only the
 // Protocol (and the adapters' own tests) call Commit.

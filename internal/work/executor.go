@@ -300,7 +300,8 @@ func (e *Executor[C]) Handle(ctx context.Context, m queue.Message) error {
 }
 
 // HandleBatch is Handle for several wake-ups at once (queue.BatchHandler): it
-// reads their items (at once), reads the policy once, and claims the pending
+// reads their items (in one round trip with a BatchReader, else in parallel),
+// reads the policy once, and claims the pending
 // ones in one store round trip (Protocol.ClaimEach: each claim on its own
 // conditions, the budget exact); the attempts then run at once, each with its
 // own keep-alive and deadline, and their final writes that are ready together
@@ -339,9 +340,20 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 		jobs = append(jobs, &job{i: i, ctx: obs.With(ctx, slog.String(string(e.Kind)+"_id", m.ID))})
 	}
 	read := func(j *job) { j.it, j.err = e.Protocol.Backend.GetItem(j.ctx, e.Kind, ms[j.i].ID) }
-	if len(jobs) == 1 {
+	br, batchRead := e.Protocol.Backend.(BatchReader)
+	switch {
+	case len(jobs) == 1:
 		read(jobs[0])
-	} else {
+	case batchRead:
+		ids := make([]string, len(jobs))
+		for k, j := range jobs {
+			ids[k] = ms[j.i].ID
+		}
+		items, errs := br.GetItems(ctx, e.Kind, ids)
+		for k, j := range jobs {
+			j.it, j.err = items[k], errs[k]
+		}
+	default:
 		var wg sync.WaitGroup
 		for _, j := range jobs {
 			wg.Go(func() { read(j) })

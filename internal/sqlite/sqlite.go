@@ -69,9 +69,9 @@ type Store struct {
 	getItem *sql.Stmt
 	// getItems holds GetItems' queries by their number of ids (*sql.Stmt).
 	getItems sync.Map
-	wdb     *sql.DB      // writes: one connection
-	g       *groupWriter // runs the writes on wdb, in groups
-	w       writer       // every write goes through w (g, wrapped with faults when set)
+	wdb      *sql.DB      // writes: one connection
+	g        *groupWriter // runs the writes on wdb, in groups
+	w        writer       // every write goes through w (g, wrapped with faults when set)
 }
 
 // busyTimeout is how long SQLite itself waits for another connection's lock before

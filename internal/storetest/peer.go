@@ -34,13 +34,17 @@ var PeerGather = time.Millisecond
 
 // BenchPeer measures molt's claim path on the workload of the peer benchmark
 // against River: b.N no-op items of a kind without a budget, created before the
-// consumer starts. The path is the real one of `molt serve`: an in-process
-// queue (memqueue), a consumer (internal/consumer) with 16 places handing the
-// work.Executor batches of up to batch wake-ups (batch <= 1: one at a time),
-// which reads the items, claims a batch in one round trip, runs the no-op
-// attempts (each with its keep-alive and deadline) and commits their final
-// writes, those ready together in one round trip. It reports jobs/s from the
-// consumer's start to the last final write committed. Then, the workers idle,
+// consumer starts. The path is the one `molt serve` runs, with batching on: an
+// in-process queue (memqueue), a consumer (internal/consumer) with 16 places
+// handing the work.Executor batches of up to batch wake-ups (batch <= 1: one
+// at a time, the consumer's default), which reads the items (one round trip),
+// claims a batch in one round trip, runs the no-op attempts (each with its
+// keep-alive and deadline) and commits their final writes, those ready
+// together in one round trip; a place frees when its attempt has returned
+// (queue.Report.Ended), as a River worker slot does. It reports jobs/s from
+// the consumer's start to the last final write committed, and the store's
+// write round trips (commits/job) and requests of any kind (requests/job) per
+// item. Then, the workers idle,
 // 200 items are created one at a time 5 ms apart, each with its wake-up, and
 // it reports the pickup latency from the start of an item's create to the
 // start of its attempt (after the claim), median and 90th percentile.

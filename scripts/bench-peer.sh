@@ -9,9 +9,12 @@
 # apt-get update first), starts a private cluster on 127.0.0.1 on a free port
 # in a temporary directory with PostgreSQL's durable defaults (fsync on,
 # synchronous_commit on), and stops and removes it at the end whatever
-# happens. Each round runs molt (BenchmarkPeer on SQLite, internal/sqlite),
-# River at its defaults (fetch cooldown 100 ms, poll 1 s) and River tuned
-# (cooldown 1 ms, poll 50 ms), each on N no-op jobs with 16 workers (jobs/s)
+# happens. Each round runs molt (BenchmarkPeer on SQLite, internal/sqlite:
+# the consumer and the executor, batches of up to 8 wake-ups claimed in one
+# round trip) at synchronous=FULL (molt's default, durable like PostgreSQL's
+# defaults) and at NORMAL (MOLT_SQLITE_SYNC=normal), River at its defaults
+# (fetch cooldown 100 ms, poll 1 s) and River tuned (cooldown 1 ms, poll
+# 50 ms), each on N no-op jobs with 16 workers (jobs/s)
 # and 200 jobs created 5 ms apart (pickup latency, from the start of the
 # insert to the start of the work). It prints the medians over the rounds and
 # molt/River ratios (jobs/s: higher is better for molt above 1; latency: molt
@@ -96,9 +99,11 @@ record() { # record NAME LINE
 
 for r in $(seq "$ROUNDS"); do
 	say "round $r of $ROUNDS"
-	line=$(cd "$WORK" && ./sqlite.test -test.run '^$' -test.bench '^BenchmarkPeer$' \
-		-test.benchtime "${N}x" 2>/dev/null | grep '^BenchmarkPeer')
-	record molt "$line"
+	for sync in full normal; do
+		line=$(cd "$WORK" && MOLT_SQLITE_SYNC=$sync ./sqlite.test -test.run '^$' -test.bench '^BenchmarkPeer$' \
+			-test.benchtime "${N}x" 2>/dev/null | grep '^BenchmarkPeer')
+		record "molt-$sync" "$line"
+	done
 	record river-default "$("$WORK/river-bench" -dsn "$DSN" -n "$N")"
 	record river-tuned "$("$WORK/river-bench" -dsn "$DSN" -n "$N" -tuned)"
 done
@@ -112,15 +117,17 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else 
 echo
 echo "peer benchmark: $N no-op jobs, 16 workers, medians of $ROUNDS alternating rounds"
 printf '%-16s %12s %14s %14s\n' "" "jobs/s" "pickup p50 ms" "pickup p90 ms"
-for name in molt river-default river-tuned; do
+for name in molt-full molt-normal river-default river-tuned; do
 	printf '%-16s %12s %14s %14s\n' "$name" "$(median "$name" jobs/s)" \
 		"$(median "$name" pickup-p50-ms)" "$(median "$name" pickup-p90-ms)"
 done
 echo
-printf '%-24s %10s %14s %14s\n' "molt / River" "jobs/s" "pickup p50" "pickup p90"
-for name in river-default river-tuned; do
-	printf '%-24s %10s %14s %14s\n' "molt / $name" \
-		"$(ratio "$(median molt jobs/s)" "$(median "$name" jobs/s)")" \
-		"$(ratio "$(median molt pickup-p50-ms)" "$(median "$name" pickup-p50-ms)")" \
-		"$(ratio "$(median molt pickup-p90-ms)" "$(median "$name" pickup-p90-ms)")"
+printf '%-30s %10s %14s %14s\n' "molt / River" "jobs/s" "pickup p50" "pickup p90"
+for m in molt-full molt-normal; do
+	for name in river-default river-tuned; do
+		printf '%-30s %10s %14s %14s\n' "$m / $name" \
+			"$(ratio "$(median "$m" jobs/s)" "$(median "$name" jobs/s)")" \
+			"$(ratio "$(median "$m" pickup-p50-ms)" "$(median "$name" pickup-p50-ms)")" \
+			"$(ratio "$(median "$m" pickup-p90-ms)" "$(median "$name" pickup-p90-ms)")"
+	done
 done

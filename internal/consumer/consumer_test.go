@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,5 +326,168 @@ func TestHandledDuringStopIsDeleted(t *testing.T) {
 	stop()
 	if n := q.Queue("run").Len(); n != 0 {
 		t.Errorf("queue length %d after a handled message, want 0", n)
+	}
+}
+
+// batcher is a queue.BatchHandler that records the batches it is handed and
+// how many messages it holds at once; its messages fail when their id starts
+// with "fail", and one with id "panic" panics after the others are done.
+type batcher struct {
+	mu       sync.Mutex
+	sizes    []int
+	held     atomic.Int32
+	maxHeld  atomic.Int32
+	release  chan struct{} // closed: let the handlings end
+	handling chan struct{} // one send per message taken
+}
+
+func (b *batcher) Handle(ctx context.Context, m queue.Message) error {
+	panic("Handle called on a batch consumer")
+}
+
+func (b *batcher) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	done := r.Done
+	b.mu.Lock()
+	b.sizes = append(b.sizes, len(ms))
+	b.mu.Unlock()
+	h := b.held.Add(int32(len(ms)))
+	for {
+		m := b.maxHeld.Load()
+		if h <= m || b.maxHeld.CompareAndSwap(m, h) {
+			break
+		}
+	}
+	for range ms {
+		b.handling <- struct{}{}
+	}
+	<-b.release
+	b.held.Add(-int32(len(ms)))
+	for i, m := range ms {
+		switch {
+		case m.ID == "panic":
+			defer panic("boom")
+		case strings.HasPrefix(m.ID, "fail"):
+			done(i, errors.New("failed"))
+		default:
+			done(i, nil)
+		}
+	}
+}
+
+// TestBatches: with Batch, queued messages reach a BatchHandler together, at
+// most Workers at once; each is settled on its own result (deleted, released
+// for a retry), and one a panicking batch had not finished is released.
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New()
+	rec := &recorder{q.Receiver("run"), make(chan queue.Delivery, 20)}
+	ids := []string{"a", "b", "fail-c", "d", "panic", "e", "f"}
+	for _, id := range ids {
+		if err := q.Send(t.Context(), queue.Message{Kind: "run", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &batcher{release: make(chan struct{}), handling: make(chan struct{}, len(ids))}
+	c := &consumer.Consumer{Receiver: rec, Handler: b, Log: obs.NewLogger(&bytes.Buffer{}),
+		Workers: 4, Batch: 3, Wait: 50 * time.Millisecond, Backoff: func(int) time.Duration { return time.Hour }}
+	stop := run(t, c)
+	for range 4 {
+		<-b.handling
+	}
+	select {
+	case <-b.handling:
+		t.Fatal("more than Workers messages handled at once")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(b.release)
+	deleted := map[string]bool{}
+	for range len(ids) - 2 {
+		d := <-rec.deleted
+		deleted[d.Message.ID] = true
+	}
+	stop()
+	for _, id := range []string{"a", "b", "d", "e", "f"} {
+		if !deleted[id] {
+			t.Errorf("%s not deleted (deleted: %v)", id, deleted)
+		}
+	}
+	if deleted["fail-c"] || deleted["panic"] {
+		t.Errorf("a failed or panicked message was deleted: %v", deleted)
+	}
+	if n := q.Queue("run").Len(); n != 2 {
+		t.Errorf("%d messages left in the queue, want 2 (released for a retry)", n)
+	}
+	if m := b.maxHeld.Load(); m > 4 {
+		t.Errorf("%d messages held at once, want at most Workers (4)", m)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// The first receive took 3 (Batch) of the 4 free places; the batches run
+	// at once, so any of them may have reached the handler first.
+	if len(b.sizes) == 0 || slices.Max(b.sizes) != 3 {
+		t.Errorf("batch sizes %v, want one of 3 (Batch)", b.sizes)
+	}
+}
+
+// endedFirst is a BatchHandler whose first batch reports its first message's
+// work ended at once but holds every result until release is closed.
+type endedFirst struct {
+	batches chan []queue.Message
+	release chan struct{}
+	first   atomic.Bool
+}
+
+func (h *endedFirst) Handle(ctx context.Context, m queue.Message) error {
+	panic("Handle called on a batch consumer")
+}
+
+func (h *endedFirst) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	h.batches <- ms
+	if h.first.CompareAndSwap(false, true) {
+		r.Ended(0)
+		<-h.release
+	}
+	for i := range ms {
+		r.Done(i, nil)
+	}
+}
+
+// TestEndedFreesPlace: a message whose work ended gives its place to the next
+// message before its result (its final write) is in.
+func TestEndedFreesPlace(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := q.Send(t.Context(), queue.Message{Kind: "run", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &endedFirst{batches: make(chan []queue.Message, 3), release: make(chan struct{})}
+	rec := &recorder{q.Receiver("run"), make(chan queue.Delivery, 3)}
+	c := &consumer.Consumer{Receiver: rec, Handler: h, Log: obs.NewLogger(&bytes.Buffer{}),
+		Workers: 2, Batch: 2, Wait: 50 * time.Millisecond}
+	stop := run(t, c)
+	defer stop()
+	if first := recv(t, h.batches); len(first) != 2 {
+		t.Fatalf("first batch %v, want 2 messages", first)
+	}
+	// Both places are taken until a's work ends, which frees one for c.
+	if next := recv(t, h.batches); len(next) != 1 || next[0].ID != "c" {
+		t.Fatalf("second batch %v, want [c] while the first holds its results", next)
+	}
+	close(h.release)
+	for range 3 {
+		<-rec.deleted
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out")
+		panic("unreachable")
 	}
 }

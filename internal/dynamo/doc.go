@@ -72,6 +72,12 @@
 // conflicts or throttling was not applied and is retried here with backoff; any
 // other error is returned as an unknown outcome.
 //
+// CommitEach packs independent commits that write disjoint records into one
+// TransactWriteItems (at most 100 items, about 2 MB); when conditions cancel it,
+// the commits whose items failed get their ConditionFailed and the others are sent
+// again without them. Commits sharing a record (a budget's slot counter, a lock)
+// go in successive transactions, so each keeps its own result.
+//
 // The SDK re-sends a request after a transient failure. If the first attempt was
 // applied and its response lost, the second attempt's condition fails against the
 // write itself, so a condition failure on a re-sent request is reported as an

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -190,6 +191,12 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if err != nil {
 		return err
 	}
+	return s.commitTx(ctx, ops, tx)
+}
+
+// commitTx sends tx, the transaction of ops, and translates its outcome (see
+// Commit).
+func (s *Store) commitTx(ctx context.Context, ops []work.Op, tx txn) error {
 	retried, err := s.write(ctx, tx.items)
 	if err == nil {
 		return nil
@@ -204,6 +211,131 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 		return &work.ConditionFailed{Index: tx.owner[idx]}
 	}
 	return fmt.Errorf("commit %d ops: %w", len(ops), err)
+}
+
+// maxTxBytes bounds the estimated size of one transaction CommitEach packs
+// several commits into, well under DynamoDB's 4 MB for TransactWriteItems.
+const maxTxBytes = 2 << 20
+
+// CommitEach commits each of cs as Commit would, independently (see
+// work.Backend). It packs commits that write disjoint records into one
+// TransactWriteItems (at most work.MaxOps items and about maxTxBytes; a commit
+// alone is Commit's single-item call when it writes one item). A transaction
+// succeeds or fails as a whole, so when one is cancelled because conditions
+// failed (reasons without an SDK retry, which would make them ambiguous), the
+// commits whose item failed its condition get their *work.ConditionFailed and
+// the others are sent again without them, so no commit's condition fails
+// another. Commits that write one record (a budget's slot counter, a lock) go
+// in successive transactions, one at a time, so each keeps its own result.
+// Commits with session ops go alone (their failed op is found by a read).
+func (s *Store) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	errs := make([]error, len(cs))
+	type member struct {
+		at   int
+		tx   txn
+		recs []string
+		size int
+	}
+	var todo []member
+	for i, ops := range cs {
+		if err := work.CheckCommit(ops); err != nil {
+			errs[i] = err
+			continue
+		}
+		tx, err := s.transaction(ops)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if len(tx.sessions) > 0 {
+			errs[i] = s.commitTx(ctx, ops, tx)
+			continue
+		}
+		size := 0
+		for _, op := range ops {
+			size += 1 << 10
+			switch op := op.(type) {
+			case work.CreateItem:
+				size += len(op.Item.Data)
+			case work.UpdateItem:
+				size += len(op.Set.Data)
+			}
+		}
+		todo = append(todo, member{at: i, tx: tx, recs: work.Records(ops), size: size})
+	}
+	for len(todo) > 0 {
+		var chunk, rest []member
+		used := map[string]bool{}
+		items, size := 0, 0
+		for _, m := range todo {
+			fits := items+len(m.tx.items) <= work.MaxOps && size+m.size <= maxTxBytes
+			for _, r := range m.recs {
+				fits = fits && !used[r]
+			}
+			if !fits && len(chunk) > 0 {
+				rest = append(rest, m)
+				continue
+			}
+			for _, r := range m.recs {
+				used[r] = true
+			}
+			items, size = items+len(m.tx.items), size+m.size
+			chunk = append(chunk, m)
+		}
+		todo = rest
+		if len(chunk) == 1 {
+			m := chunk[0]
+			errs[m.at] = s.commitTx(ctx, cs[m.at], m.tx)
+			continue
+		}
+		var tx []types.TransactWriteItem
+		type owner struct{ member, op int }
+		var owners []owner
+		for j, m := range chunk {
+			tx = append(tx, m.tx.items...)
+			for _, op := range m.tx.owner {
+				owners = append(owners, owner{j, op})
+			}
+		}
+		retried, err := s.write(ctx, tx)
+		if err == nil {
+			continue
+		}
+		var tce *types.TransactionCanceledException
+		if !retried && errors.As(err, &tce) && len(tce.CancellationReasons) == len(tx) {
+			failed := make([]bool, len(chunk))
+			anyFailed := false
+			for k, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) != "ConditionalCheckFailed" {
+					continue
+				}
+				o := owners[k]
+				if !failed[o.member] {
+					failed[o.member], anyFailed = true, true
+					errs[chunk[o.member].at] = &work.ConditionFailed{Index: o.op}
+				}
+			}
+			if anyFailed {
+				// Nothing was written: send the others again, first.
+				var again []member
+				for j, m := range chunk {
+					if !failed[j] {
+						again = append(again, m)
+					}
+				}
+				todo = append(again, todo...)
+				continue
+			}
+		}
+		for _, m := range chunk {
+			if _, ok := conditionIndex(err); ok && retried {
+				errs[m.at] = fmt.Errorf("commit %d ops: condition failed after a retried request, outcome unknown: %w", len(cs[m.at]), err)
+				continue
+			}
+			errs[m.at] = fmt.Errorf("commit %d ops: %w", len(cs[m.at]), err)
+		}
+	}
+	return errs
 }
 
 // txn is a Commit's ops as transaction items.

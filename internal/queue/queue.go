@@ -73,6 +73,28 @@ type Handler interface {
 	Handle(ctx context.Context, m Message) error
 }
 
+// BatchHandler is a Handler that can take several wake-ups at once (the
+// executor of internal/work claims them in one store round trip), reporting on
+// each through r as its handling goes (possibly from several goroutines at
+// once, and in any order); HandleBatch returns after the last r.Done.
+type BatchHandler interface {
+	Handler
+	HandleBatch(ctx context.Context, ms []Message, r Report)
+}
+
+// Report is how a BatchHandler reports on the messages of a batch.
+type Report struct {
+	// Done(i, err) is ms[i]'s result, what Handle would have returned for it:
+	// once per message.
+	Done func(i int, err error)
+	// Ended(i), when set, says that ms[i]'s work is over and only its final
+	// write is in flight (committed together with others ending then), so
+	// the caller may give its place to another message: at most once, before
+	// Done. A worker slot of River's frees the same way, before its job's
+	// completion is committed.
+	Ended func(i int)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, m Message) error
 

@@ -48,7 +48,8 @@
 // # Faults
 //
 // Every write passes through the internal writer interface. When Options.Faults is
-// set, a wrapper consults the injector once per write (not per group): faults.Before fails it
+// set, a wrapper consults the injector once per write (not per group), and once
+// for all the commits of one CommitEach (one round trip): faults.Before fails it
 // without touching the file, faults.After commits it and then reports an error, as
 // if the response was lost. Both errors wrap faults.ErrInjected and never look like
 // a condition failure.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/molt"
+	"github.com/molt-dev/molt/internal/work"
 )
 
 // maxGroup bounds the writes committed together in one transaction.
@@ -31,6 +32,12 @@ const maxGroup = 64
 type groupWriter struct {
 	db *sql.DB
 
+	// Owned by the caller that leads: the write connection, held from one
+	// group to the next, and its prepared statements by query (SQLite parses
+	// a statement in about the time it takes to run it).
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+
 	mu      sync.Mutex
 	queue   []*request
 	leading bool       // a caller is running a group, or has been told to
@@ -41,12 +48,24 @@ type groupWriter struct {
 	members atomic.Int64 // writes in them (including those rolled back to their savepoint)
 }
 
+// unit is one write of writeEach: its fn, and whether it is a single
+// statement (request.single).
+type unit struct {
+	fn     func(q querier) error
+	single bool
+}
+
 // request is one write waiting for its group.
 type request struct {
-	ctx  context.Context
-	fn   func(q querier) error
-	done chan error    // capacity 1: the write's result
-	lead chan struct{} // capacity 1: the caller is to run the next group
+	ctx context.Context
+	fn  func(q querier) error
+	// single: fn runs one statement, which SQLite applies or not as a whole,
+	// so it needs no savepoint of its own (a condition that fails writes
+	// nothing); any error of it other than its *work.ConditionFailed ends the
+	// group's transaction (the others run again without it).
+	single bool
+	done   chan error    // capacity 1: the write's result
+	lead   chan struct{} // capacity 1: the caller is to run the next group
 }
 
 var errClosed = errors.New("sqlite store is closed")
@@ -63,35 +82,63 @@ func newGroupWriter(db *sql.DB) *groupWriter {
 // group has taken it, it waits for the group's outcome, which does not take
 // long.
 func (g *groupWriter) write(ctx context.Context, fn func(q querier) error) error {
+	return g.writeEach(ctx, []unit{{fn: fn}})[0]
+}
+
+// writeEach is write for several independent writes, queued together so that
+// they share a group (one transaction, each in its own savepoint) unless the
+// group is full: errs[i] is fns[i]'s result.
+func (g *groupWriter) writeEach(ctx context.Context, fns []unit) []error {
+	errs := make([]error, len(fns))
 	if err := ctx.Err(); err != nil {
-		return molt.Unavailable(err, "no sqlite connection")
+		for i := range errs {
+			errs[i] = molt.Unavailable(err, "no sqlite connection")
+		}
+		return errs
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	rs := make([]*request, len(fns))
+	for i, u := range fns {
+		rs[i] = &request{ctx: ctx, fn: u.fn, single: u.single, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return molt.Unavailable(errClosed, "no sqlite connection")
-	}
-	g.queue = append(g.queue, r)
-	if !g.leading {
-		g.leading = true
-		g.mu.Unlock()
-		g.lead()
-		return <-r.done
-	}
-	g.mu.Unlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-r.lead:
-		g.lead()
-		return <-r.done
-	case <-ctx.Done():
-		if g.dequeue(r) {
-			return molt.Unavailable(ctx.Err(), "no sqlite connection")
+		for i := range errs {
+			errs[i] = molt.Unavailable(errClosed, "no sqlite connection")
 		}
-		return <-r.done
+		return errs
 	}
+	g.queue = append(g.queue, rs...)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if lead {
+		g.lead()
+	}
+	// The results come in queue order, and a group delivers its results before
+	// it hands the lead on, so waiting for each in turn cannot miss a lead
+	// handed to a later one.
+	for i, r := range rs {
+		select {
+		case errs[i] = <-r.done:
+		case <-r.lead:
+			g.lead()
+			errs[i] = <-r.done
+		case <-ctx.Done():
+			if g.dequeue(r) {
+				errs[i] = molt.Unavailable(ctx.Err(), "no sqlite connection")
+				continue
+			}
+			// Taken by a group: its result, or the lead, comes soon.
+			select {
+			case errs[i] = <-r.done:
+			case <-r.lead:
+				g.lead()
+				errs[i] = <-r.done
+			}
+		}
+	}
+	return errs
 }
 
 // lead runs one group of what is queued, then hands the lead on.
@@ -143,6 +190,53 @@ func (g *groupWriter) close() {
 	for g.leading {
 		g.idle.Wait()
 	}
+	g.dropConn()
+}
+
+// connection returns the held write connection, opening it when needed.
+func (g *groupWriter) connection() (*sql.Conn, error) {
+	if g.conn != nil {
+		return g.conn, nil
+	}
+	c, err := g.db.Conn(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	g.conn, g.stmts = c, map[string]*sql.Stmt{}
+	return c, nil
+}
+
+// dropConn closes the held connection and its statements, after a failure
+// that may have left it unusable (the next group opens another).
+func (g *groupWriter) dropConn() {
+	if g.conn == nil {
+		return
+	}
+	for _, st := range g.stmts {
+		_ = st.Close()
+	}
+	_ = g.conn.Close()
+	g.conn, g.stmts = nil, nil
+}
+
+// maxStmts bounds the prepared statements kept.
+const maxStmts = 256
+
+// stmt returns query prepared on the held connection, or nil (then the caller
+// runs it unprepared, which reports any error of the query itself).
+func (g *groupWriter) stmt(query string) *sql.Stmt {
+	if st, ok := g.stmts[query]; ok {
+		return st
+	}
+	if g.conn == nil || len(g.stmts) >= maxStmts {
+		return nil
+	}
+	st, err := g.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil
+	}
+	g.stmts[query] = st
+	return st
 }
 
 // run commits batch, retrying (from scratch) while another process holds the
@@ -196,23 +290,24 @@ func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
 	}
 	// Until BEGIN succeeds nothing can have been written: such failures are
 	// EUNAVAILABLE, which tells the caller it may simply retry.
-	c, err := g.db.Conn(bg)
+	c, err := g.connection()
 	if err != nil {
 		deliver(live, molt.Unavailable(err, "no sqlite connection"))
 		return nil, nil
 	}
-	defer c.Close()
-	if _, err := c.ExecContext(bg, "BEGIN IMMEDIATE"); err != nil {
+	q := detached{c: c, g: g}
+	if _, err := q.ExecContext(bg, "BEGIN IMMEDIATE"); err != nil {
 		err = molt.Unavailable(err, "begin transaction")
 		if isBusy(err) {
 			return live, err
 		}
+		g.dropConn()
 		deliver(live, err)
 		return nil, nil
 	}
 	results := make([]error, len(live))
 	for i, r := range live {
-		err := g.member(c, r, len(live) == 1)
+		err := g.member(q, r, len(live) == 1)
 		if err == nil {
 			continue
 		}
@@ -228,13 +323,15 @@ func (g *groupWriter) once(batch []*request) (rest []*request, busy error) {
 		if isBusy(aborted.err) {
 			return live, translate(aborted.err)
 		}
+		g.dropConn()
 		r.done <- translate(aborted.err)
 		return slices.Delete(slices.Clone(live), i, i+1), nil
 	}
 	// Once the work is done, finish the commit even if callers give up now: that
 	// keeps the outcome known more often.
-	if _, err := c.ExecContext(bg, "COMMIT"); err != nil {
+	if _, err := q.ExecContext(bg, "COMMIT"); err != nil {
 		rollback(bg, c)
+		g.dropConn()
 		// The outcome of every write of the group is unknown, even of one whose
 		// condition failed against another's writes.
 		deliver(live, fmt.Errorf("commit transaction: %w", translate(err)))
@@ -257,29 +354,32 @@ func (e *abortError) Error() string { return e.err.Error() }
 // its writes (RELEASE) when it returns nil, or undoes them (ROLLBACK TO) and
 // returns its error. The error is an *abortError when the transaction itself
 // is gone, or has to go: a lone write runs without a savepoint (saving two
-// statements), so its failure rolls back the whole transaction.
-func (g *groupWriter) member(c *sql.Conn, r *request, lone bool) error {
+// statements), so its failure rolls back the whole transaction; so does a
+// single statement's failure other than its condition (see request.single).
+func (g *groupWriter) member(q detached, r *request, lone bool) error {
 	bg := context.Background()
-	if lone {
-		if err := r.fn(detached{c}); err != nil {
-			return &abortError{err}
+	if lone || r.single {
+		err := r.fn(q)
+		var cf *work.ConditionFailed
+		if err == nil || (!lone && errors.As(err, &cf)) {
+			return err
 		}
-		return nil
+		return &abortError{err}
 	}
-	if _, err := c.ExecContext(bg, "SAVEPOINT member"); err != nil {
+	if _, err := q.ExecContext(bg, "SAVEPOINT member"); err != nil {
 		return &abortError{fmt.Errorf("savepoint: %w", err)}
 	}
-	err := r.fn(detached{c})
+	err := r.fn(q)
 	if err == nil {
-		if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+		if _, rerr := q.ExecContext(bg, "RELEASE member"); rerr != nil {
 			return &abortError{fmt.Errorf("release savepoint: %w", rerr)}
 		}
 		return nil
 	}
-	if _, rerr := c.ExecContext(bg, "ROLLBACK TO member"); rerr != nil {
+	if _, rerr := q.ExecContext(bg, "ROLLBACK TO member"); rerr != nil {
 		return &abortError{err}
 	}
-	if _, rerr := c.ExecContext(bg, "RELEASE member"); rerr != nil {
+	if _, rerr := q.ExecContext(bg, "RELEASE member"); rerr != nil {
 		return &abortError{err}
 	}
 	return err
@@ -287,17 +387,33 @@ func (g *groupWriter) member(c *sql.Conn, r *request, lone bool) error {
 
 // detached runs a write's statements without its context's cancellation: a
 // cancelled statement interrupts the connection, which would roll back the
-// whole group's transaction, not only that write.
-type detached struct{ c *sql.Conn }
+// whole group's transaction, not only that write. It runs them prepared,
+// through the writer's statements.
+type detached struct {
+	c *sql.Conn
+	g *groupWriter
+}
 
 func (d detached) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return d.c.ExecContext(context.WithoutCancel(ctx), query, args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := d.g.stmt(query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return d.c.ExecContext(ctx, query, args...)
 }
 
 func (d detached) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.c.QueryContext(context.WithoutCancel(ctx), query, args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := d.g.stmt(query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return d.c.QueryContext(ctx, query, args...)
 }
 
 func (d detached) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return d.c.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := d.g.stmt(query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return d.c.QueryRowContext(ctx, query, args...)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -62,10 +63,15 @@ type Store struct {
 	clock molt.Clock
 	ids   molt.IDs
 
-	rdb *sql.DB      // reads: a pool of query-only connections
-	wdb *sql.DB      // writes: one connection
-	g   *groupWriter // runs the writes on wdb, in groups
-	w   writer       // every write goes through w (g, wrapped with faults when set)
+	rdb *sql.DB // reads: a pool of query-only connections
+	// getItem is GetItem's query, prepared once (and on each read connection
+	// as it first runs there), the hottest read of the claim path.
+	getItem *sql.Stmt
+	// getItems holds GetItems' queries by their number of ids (*sql.Stmt).
+	getItems sync.Map
+	wdb      *sql.DB      // writes: one connection
+	g        *groupWriter // runs the writes on wdb, in groups
+	w        writer       // every write goes through w (g, wrapped with faults when set)
 }
 
 // busyTimeout is how long SQLite itself waits for another connection's lock before
@@ -140,6 +146,10 @@ func Open(path string, o Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	if s.getItem, err = s.rdb.Prepare(`SELECT ` + itemCols + ` FROM items WHERE kind = ? AND id = ?`); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
 
 	s.w = s.g
 	if o.Faults != nil {
@@ -155,6 +165,13 @@ func (s *Store) Close() error {
 		s.g.close()
 	}
 	var errs []error
+	if s.getItem != nil {
+		errs = append(errs, s.getItem.Close())
+	}
+	s.getItems.Range(func(_, st any) bool {
+		errs = append(errs, st.(*sql.Stmt).Close())
+		return true
+	})
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
@@ -189,6 +206,9 @@ type writer interface {
 	// write runs fn in a write transaction and commits its writes when fn
 	// returns nil; otherwise it undoes them and returns fn's error.
 	write(ctx context.Context, fn func(q querier) error) error
+	// writeEach runs each of fns as write would, independently, in one round
+	// trip (one group): errs[i] is fns[i]'s result.
+	writeEach(ctx context.Context, fns []unit) []error
 }
 
 // rollback ends c's transaction without writing it.
@@ -215,6 +235,26 @@ func (f faultWriter) write(ctx context.Context, fn func(q querier) error) error 
 		return fmt.Errorf("sqlite write sent, response lost: %w", faults.ErrInjected)
 	}
 	return f.next.write(ctx, fn)
+}
+
+// writeEach takes one fault for the whole round trip: Before fails every write
+// unsent, After runs them all and loses every response.
+func (f faultWriter) writeEach(ctx context.Context, fns []unit) []error {
+	var err error
+	switch f.faults.Take() {
+	case faults.Before:
+		err = fmt.Errorf("sqlite write not sent: %w", faults.ErrInjected)
+	case faults.After:
+		_ = f.next.writeEach(ctx, fns)
+		err = fmt.Errorf("sqlite write sent, response lost: %w", faults.ErrInjected)
+	default:
+		return f.next.writeEach(ctx, fns)
+	}
+	errs := make([]error, len(fns))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
 // isBusy reports whether err is SQLite's "database is locked" (or "table locked").

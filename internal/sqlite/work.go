@@ -26,7 +26,50 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 	if err := work.CheckCommit(ops); err != nil {
 		return err
 	}
-	err := s.w.write(ctx, func(q querier) error {
+	return commitErr(ops, s.w.writeEach(ctx, []unit{s.unit(ctx, ops)})[0])
+}
+
+// unit is the write of ops for the group writer.
+func (s *Store) unit(ctx context.Context, ops []work.Op) unit {
+	single := false
+	if len(ops) == 1 {
+		switch ops[0].(type) {
+		case work.CreateItem, work.UpdateItem, work.DeleteItem, work.AcquireLock, work.ReleaseLock:
+			single = true // one statement each (see applyOp)
+		}
+	}
+	return unit{fn: s.applyAll(ctx, ops), single: single}
+}
+
+// CommitEach commits each of cs as Commit would, independently (see
+// work.Backend): the valid ones are queued together on the write connection,
+// so they share one transaction (and fsync), each in its own savepoint with its
+// own result.
+func (s *Store) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	errs := make([]error, len(cs))
+	var at []int
+	var fns []unit
+	for i, ops := range cs {
+		if err := work.CheckCommit(ops); err != nil {
+			errs[i] = err
+			continue
+		}
+		at = append(at, i)
+		fns = append(fns, s.unit(ctx, ops))
+	}
+	if len(fns) == 0 {
+		return errs
+	}
+	for j, err := range s.w.writeEach(ctx, fns) {
+		errs[at[j]] = commitErr(cs[at[j]], err)
+	}
+	return errs
+}
+
+// applyAll returns the write of ops, in order; it fails with a
+// *work.ConditionFailed at the first op whose condition fails.
+func (s *Store) applyAll(ctx context.Context, ops []work.Op) func(q querier) error {
+	return func(q querier) error {
 		for i, op := range ops {
 			ok, err := applyOp(ctx, q, op, s)
 			if err != nil {
@@ -37,7 +80,10 @@ func (s *Store) Commit(ctx context.Context, ops ...work.Op) error {
 			}
 		}
 		return nil
-	})
+	}
+}
+
+func commitErr(ops []work.Op, err error) error {
 	var cf *work.ConditionFailed
 	if err != nil && !errors.As(err, &cf) {
 		return fmt.Errorf("commit %d ops: %w", len(ops), err)
@@ -250,7 +296,7 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 	if err := work.ValidateKey(kind, id); err != nil {
 		return work.Item{}, err
 	}
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+itemCols+` FROM items WHERE kind = ? AND id = ?`, string(kind), id)
+	row := s.getItem.QueryRowContext(ctx, string(kind), id)
 	it, err := scanItem(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return work.Item{}, molt.NotFound("%s %s not found", kind, id)
@@ -259,6 +305,77 @@ func (s *Store) GetItem(ctx context.Context, kind work.Kind, id string) (work.It
 		return work.Item{}, fmt.Errorf("get %s %s: %w", kind, id, err)
 	}
 	return it, nil
+}
+
+var _ work.BatchReader = (*Store)(nil)
+
+// GetItems reads the items kind/ids in one query (work.BatchReader):
+// items[i] and errs[i] for ids[i], ENOTFOUND when absent, EINVALID for a
+// malformed key.
+func (s *Store) GetItems(ctx context.Context, kind work.Kind, ids []string) ([]work.Item, []error) {
+	items, errs := make([]work.Item, len(ids)), make([]error, len(ids))
+	var args []any
+	at := map[string][]int{}
+	for i, id := range ids {
+		if err := work.ValidateKey(kind, id); err != nil {
+			errs[i] = err
+			continue
+		}
+		errs[i] = molt.NotFound("%s %s not found", kind, id)
+		if at[id] == nil {
+			args = append(args, id)
+		}
+		at[id] = append(at[id], i)
+	}
+	if len(args) == 0 {
+		return items, errs
+	}
+	fail := func(err error) ([]work.Item, []error) {
+		for _, is := range at {
+			for _, i := range is {
+				errs[i] = fmt.Errorf("get %s %s: %w", kind, ids[i], err)
+			}
+		}
+		return items, errs
+	}
+	st, err := s.getItemsStmt(len(args))
+	if err != nil {
+		return fail(err)
+	}
+	rows, err := st.QueryContext(ctx, append([]any{string(kind)}, args...)...)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return fail(err)
+		}
+		for _, i := range at[it.ID] {
+			items[i], errs[i] = it, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	return items, errs
+}
+
+// getItemsStmt returns GetItems' query for n ids, prepared once per n.
+func (s *Store) getItemsStmt(n int) (*sql.Stmt, error) {
+	if st, ok := s.getItems.Load(n); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.Prepare(`SELECT ` + itemCols + ` FROM items WHERE kind = ? AND id IN (?` + strings.Repeat(", ?", n-1) + `)`)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.getItems.LoadOrStore(n, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // ListItems lists items of one kind by id, newest first (or oldest first with

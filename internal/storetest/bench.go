@@ -27,12 +27,14 @@ type Counter func() (requests, writes int64)
 type counting struct {
 	work.Backend
 	reqs, writes atomic.Int64
+	commits      atomic.Int64 // Commit and CommitEach calls: write round trips
 	mu           sync.Mutex
 	perRecord    map[string]int64
 }
 
 func (c *counting) Commit(ctx context.Context, ops ...work.Op) error {
 	c.reqs.Add(1)
+	c.commits.Add(1)
 	c.writes.Add(1)
 	c.mu.Lock()
 	if c.perRecord == nil {
@@ -45,6 +47,26 @@ func (c *counting) Commit(ctx context.Context, ops ...work.Op) error {
 	}
 	c.mu.Unlock()
 	return c.Backend.Commit(ctx, ops...)
+}
+
+// CommitEach counts one request carrying len(cs) writes.
+func (c *counting) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	c.reqs.Add(1)
+	c.commits.Add(1)
+	c.writes.Add(int64(len(cs)))
+	c.mu.Lock()
+	if c.perRecord == nil {
+		c.perRecord = map[string]int64{}
+	}
+	for _, ops := range cs {
+		for _, op := range ops {
+			for _, r := range records(op) {
+				c.perRecord[r]++
+			}
+		}
+	}
+	c.mu.Unlock()
+	return c.Backend.CommitEach(ctx, cs...)
 }
 
 // hottest returns the most writes any one record has received, and resets the
@@ -85,6 +107,20 @@ func records(op work.Op) []string {
 	return nil
 }
 
+// GetItems counts one request when the store reads a batch in one
+// (work.BatchReader), else one per item.
+func (c *counting) GetItems(ctx context.Context, k work.Kind, ids []string) ([]work.Item, []error) {
+	if br, ok := c.Backend.(work.BatchReader); ok {
+		c.reqs.Add(1)
+		return br.GetItems(ctx, k, ids)
+	}
+	items, errs := make([]work.Item, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		items[i], errs[i] = c.GetItem(ctx, k, id)
+	}
+	return items, errs
+}
+
 func (c *counting) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	c.reqs.Add(1)
 	return c.Backend.GetItem(ctx, k, id)
@@ -106,6 +142,10 @@ func benchProtocol(b *testing.B, open BenchOpener) (*work.Protocol, Counter, *co
 	}
 	return &work.Protocol{Backend: c, Clock: clock, IDs: ids}, counter, c
 }
+
+// benchBatch is the batch of BenchClaims' batched cycles (SQS's largest
+// delivery to a Lambda).
+const benchBatch = 10
 
 func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
 	b.Helper()
@@ -129,8 +169,10 @@ func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
 // lock are written only in that cycle, so it tends to 0 unless a record is
 // shared by every cycle (a budgeted kind's slot counter: 2, its claim and its
 // release); that record is the one a DynamoDB table's per-item write rate
-// bounds. "Parallel16" has 16 claimers claim and finish b.N items and reports
-// claims per second.
+// bounds. "Batched" and "BatchedUnbudgeted" claim and finish batches of 10
+// items (Protocol.ClaimEach, TransitionEach: the executor's path for a batch
+// of wake-ups) and report the same per item. "Parallel16" has 16 claimers
+// claim and finish b.N items and reports claims per second.
 func BenchClaims(b *testing.B, open BenchOpener) {
 	cycle := func(budget int) func(b *testing.B) {
 		return func(b *testing.B) {
@@ -167,6 +209,45 @@ func BenchClaims(b *testing.B, open BenchOpener) {
 	}
 	b.Run("Cycle", cycle(1))
 	b.Run("CycleUnbudgeted", cycle(0))
+	// Batched: the executor's path for a batch of wake-ups, claims of
+	// benchBatch items in one ClaimEach and their final writes in one
+	// TransitionEach (no heartbeat: a batch of no-op attempts ends before
+	// one is due); per item, with a budget (that every batch fits in) and
+	// without.
+	batched := func(budget int) func(b *testing.B) {
+		return func(b *testing.B) {
+			p, count, rec := benchProtocol(b, open)
+			items := benchItems(b, p, b.N)
+			ctx := context.Background()
+			reqs0, writes0 := count()
+			rec.hottest()
+			b.ResetTimer()
+			for len(items) > 0 {
+				n := min(len(items), benchBatch)
+				batch := items[:n]
+				items = items[n:]
+				var ms []work.Move
+				for _, r := range p.ClaimEach(ctx, batch, budget) {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+					ms = append(ms, work.Move{Claim: r.Claim, To: work.Transition{To: "done"}})
+				}
+				for _, r := range p.TransitionEach(ctx, ms) {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			}
+			b.StopTimer()
+			reqs1, writes1 := count()
+			b.ReportMetric(float64(reqs1-reqs0)/float64(b.N), "requests/cycle")
+			b.ReportMetric(float64(writes1-writes0)/float64(b.N), "writes/cycle")
+			b.ReportMetric(float64(rec.hottest())/float64(b.N), "hottest-writes/cycle")
+		}
+	}
+	b.Run("Batched", batched(benchBatch))
+	b.Run("BatchedUnbudgeted", batched(0))
 	b.Run("Parallel16", func(b *testing.B) {
 		p, _, _ := benchProtocol(b, open)
 		items := benchItems(b, p, b.N)

@@ -27,6 +27,17 @@ func (s *slotSpy) Commit(ctx context.Context, ops ...work.Op) error {
 	return s.Backend.Commit(ctx, ops...)
 }
 
+func (s *slotSpy) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	for _, ops := range cs {
+		for _, op := range ops {
+			if _, ok := op.(work.AdjustSlots); ok {
+				s.slotOps.Add(1)
+			}
+		}
+	}
+	return s.Backend.CommitEach(ctx, cs...)
+}
+
 // testUnbudgetedNoSlot: a claim of a kind without a budget, and every way its
 // claim ends, writes no slot counter (no hot key); the item says it holds no
 // slot. A budgeted claim holds one (Item.Slot, stored) until its release.

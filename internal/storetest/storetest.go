@@ -55,6 +55,12 @@ func setup(t *testing.T, open Opener) *env {
 func Run(t *testing.T, open Opener) {
 	t.Run("Items", func(t *testing.T) { t.Parallel(); testItems(t, open) })
 	t.Run("ClaimRace", func(t *testing.T) { t.Parallel(); testClaimRace(t, open) })
+	t.Run("CommitEach", func(t *testing.T) { t.Parallel(); testCommitEach(t, open) })
+	t.Run("ClaimEach", func(t *testing.T) { t.Parallel(); testClaimEach(t, open) })
+	t.Run("BatchFaults", func(t *testing.T) { t.Parallel(); testBatchFaults(t, open) })
+	t.Run("ClaimEachRace", func(t *testing.T) { t.Parallel(); testClaimEachRace(t, open) })
+	t.Run("ExecutorBatch", func(t *testing.T) { t.Parallel(); testExecutorBatch(t, open) })
+	t.Run("GetItems", func(t *testing.T) { t.Parallel(); testGetItems(t, open) })
 	t.Run("UnbudgetedNoSlot", func(t *testing.T) { t.Parallel(); testUnbudgetedNoSlot(t, open) })
 	t.Run("BudgetChange", func(t *testing.T) { t.Parallel(); testBudgetChange(t, open) })
 	t.Run("WorkspaceLock", func(t *testing.T) { t.Parallel(); testWorkspaceLock(t, open) })

@@ -24,6 +24,15 @@ type Reader interface {
 	LockHolder(ctx context.Context, key string) (string, error)
 }
 
+// BatchReader is a Reader that reads several items of one kind in one round
+// trip, with GetItem's consistency: items[i] and errs[i] for ids[i] (ENOTFOUND
+// when absent, EINVALID for a malformed id). The executor reads a batch of
+// wake-ups with it when its Backend has it, and with GetItem in parallel
+// otherwise (DynamoDB's adapter: strongly consistent reads one item each).
+type BatchReader interface {
+	GetItems(ctx context.Context, kind Kind, ids []string) (items []Item, errs []error)
+}
+
 // Backend is what a store adapter implements for the protocol: an atomic commit of
 // conditional operations, a strongly consistent read, and listings. Only the
 // Protocol (and the adapters' own tests) call Commit.
@@ -37,6 +46,17 @@ type Backend interface {
 	// the outcome is unknown: the ops may or may not have been applied (the
 	// protocol reads back).
 	Commit(ctx context.Context, ops ...Op) error
+	// CommitEach commits each of cs as Commit would, independently of the
+	// others, in as few store round trips as the store allows (on SQLite one
+	// transaction, a savepoint each; on DynamoDB TransactWriteItems of members
+	// that write disjoint records, within its limits). It returns one result a
+	// member, errs[i] for cs[i], with Commit's meaning: nil (applied), a
+	// *ConditionFailed naming the op of cs[i] that failed (nothing of cs[i]
+	// written), EINVALID/ETOOLARGE (cs[i] refused before anything was sent),
+	// or any other error (cs[i]'s outcome is unknown). One member's failed
+	// condition or malformed op never fails another member; a round trip lost
+	// in transit leaves every member it carried unknown.
+	CommitEach(ctx context.Context, cs ...[]Op) []error
 }
 
 // ListQuery selects items for ListItems.

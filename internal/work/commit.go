@@ -102,3 +102,24 @@ func check(op Op) ([]Record, error) {
 }
 
 func itemRecord(kind Kind, id string) string { return "item " + string(kind) + "/" + id }
+
+// Records names the records ops write, each once, as CheckCommit counts them
+// (for a store that packs independent commits into one transaction: two
+// members writing one record cannot share it). Malformed ops are skipped.
+func Records(ops []Op) []string {
+	var keys []string
+	seen := map[string]bool{}
+	for _, op := range ops {
+		recs, err := check(op)
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			if !seen[r.Key] {
+				seen[r.Key] = true
+				keys = append(keys, r.Key)
+			}
+		}
+	}
+	return keys
+}

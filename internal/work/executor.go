@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,9 +73,82 @@ type Executor[C any] struct {
 	Next func(ctx context.Context, ended Item, pol Policy) ([]string, error)
 
 	starved atomic.Bool // a claim was refused for a full budget since the last wake of the next items
+	fin     finisher    // final writes ready together, committed together
 }
 
-var _ queue.Handler = (*Executor[struct{}])(nil)
+// maxFinishes bounds the final writes committed in one round trip.
+const maxFinishes = 32
+
+// finisher coalesces the final writes of an executor's attempts that are ready
+// at the same time into one Protocol.TransitionEach, the way SQLite's group
+// commit coalesces writes: the caller that finds no write in flight leads
+// (commits what is queued, its own first, with its own context), then hands the
+// lead to the first write still queued; a lone final write never waits for
+// company.
+type finisher struct {
+	mu      sync.Mutex
+	queue   []*finish
+	leading bool
+}
+
+// finish is one final write waiting for its round trip.
+type finish struct {
+	ctx  context.Context
+	move Move
+	done chan Moved    // capacity 1
+	lead chan struct{} // capacity 1
+}
+
+// transition is Protocol.Transition through the executor's finisher.
+func (e *Executor[C]) transition(ctx context.Context, c Claim, t Transition, also ...Op) (Item, error) {
+	f := &finish{ctx: ctx, move: Move{Claim: c, To: t, Also: also}, done: make(chan Moved, 1), lead: make(chan struct{}, 1)}
+	fin := &e.fin
+	fin.mu.Lock()
+	fin.queue = append(fin.queue, f)
+	lead := !fin.leading
+	fin.leading = true
+	fin.mu.Unlock()
+	if !lead {
+		select {
+		case r := <-f.done:
+			return r.Item, r.Err
+		case <-f.lead:
+		}
+	}
+	e.leadFinishes()
+	r := <-f.done
+	return r.Item, r.Err
+}
+
+// leadFinishes commits the queued final writes (the leader's is the first),
+// delivers their results, then hands the lead on.
+func (e *Executor[C]) leadFinishes() {
+	fin := &e.fin
+	// Let the attempts that are ending too (a batch's, claimed together)
+	// queue their final writes first: a yield, not a wait.
+	runtime.Gosched()
+	fin.mu.Lock()
+	n := min(len(fin.queue), maxFinishes)
+	batch := slices.Clone(fin.queue[:n])
+	fin.queue = slices.Delete(fin.queue, 0, n)
+	fin.mu.Unlock()
+	ms := make([]Move, len(batch))
+	for i, f := range batch {
+		ms[i] = f.move
+	}
+	for i, r := range e.Protocol.TransitionEach(batch[0].ctx, ms) {
+		batch[i].done <- r
+	}
+	fin.mu.Lock()
+	if len(fin.queue) > 0 {
+		fin.queue[0].lead <- struct{}{}
+	} else {
+		fin.leading = false
+	}
+	fin.mu.Unlock()
+}
+
+var _ queue.BatchHandler = (*Executor[struct{}])(nil)
 
 // Attempt is one claimed attempt, as its AttemptFunc sees it.
 type Attempt struct {
@@ -219,56 +294,165 @@ func (e *Executor[C]) log() *slog.Logger {
 // pending items). It returns an error only when the store could not be read or
 // the attempt asked for it: the wake-up is then delivered again.
 func (e *Executor[C]) Handle(ctx context.Context, m queue.Message) error {
-	if m.Kind != string(e.Kind) || ValidateKey(e.Kind, m.ID) != nil {
-		e.log().WarnContext(ctx, "not a "+string(e.Kind)+" wake-up; dropped", slog.String("kind", m.Kind))
-		return nil
+	var err error
+	e.HandleBatch(ctx, []queue.Message{m}, queue.Report{Done: func(_ int, got error) { err = got }})
+	return err
+}
+
+// HandleBatch is Handle for several wake-ups at once (queue.BatchHandler): it
+// reads their items (in one round trip with a BatchReader, else in parallel),
+// reads the policy once, and claims the pending
+// ones in one store round trip (Protocol.ClaimEach: each claim on its own
+// conditions, the budget exact); the attempts then run at once, each with its
+// own keep-alive and deadline, and their final writes that are ready together
+// share a round trip (Protocol.TransitionEach). r.Done(i, err) reports ms[i]'s
+// result, Handle's, as soon as it is known, and r.Ended(i) (when set) that its
+// attempt has returned and its final write is under way. A second wake-up of
+// one item in a batch is dropped.
+func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r queue.Report) {
+	done := r.Done
+	ended := func(int) {}
+	if r.Ended != nil {
+		ended = r.Ended
 	}
-	ctx = obs.With(ctx, slog.String(string(e.Kind)+"_id", m.ID))
-	it, err := e.Protocol.Backend.GetItem(ctx, e.Kind, m.ID)
-	if molt.ErrorCode(err) == molt.ENOTFOUND {
-		return nil
+	type job struct {
+		i      int
+		ctx    context.Context
+		it     Item
+		err    error
+		fn     AttemptFunc
+		resume bool
+		c      Claim
 	}
-	if err != nil {
-		return fmt.Errorf("read %s %s: %w", e.Kind, m.ID, err)
+	var jobs []*job
+	ids := map[string]bool{}
+	for i, m := range ms {
+		if m.Kind != string(e.Kind) || ValidateKey(e.Kind, m.ID) != nil {
+			e.log().WarnContext(ctx, "not a "+string(e.Kind)+" wake-up; dropped", slog.String("kind", m.Kind))
+			done(i, nil)
+			continue
+		}
+		if ids[m.ID] {
+			done(i, nil)
+			continue
+		}
+		ids[m.ID] = true
+		jobs = append(jobs, &job{i: i, ctx: obs.With(ctx, slog.String(string(e.Kind)+"_id", m.ID))})
+	}
+	read := func(j *job) { j.it, j.err = e.Protocol.Backend.GetItem(j.ctx, e.Kind, ms[j.i].ID) }
+	br, batchRead := e.Protocol.Backend.(BatchReader)
+	switch {
+	case len(jobs) == 1:
+		read(jobs[0])
+	case batchRead:
+		ids := make([]string, len(jobs))
+		for k, j := range jobs {
+			ids[k] = ms[j.i].ID
+		}
+		items, errs := br.GetItems(ctx, e.Kind, ids)
+		for k, j := range jobs {
+			j.it, j.err = items[k], errs[k]
+		}
+	default:
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Go(func() { read(j) })
+		}
+		wg.Wait()
+	}
+	jobs = slices.DeleteFunc(jobs, func(j *job) bool {
+		switch {
+		case molt.ErrorCode(j.err) == molt.ENOTFOUND:
+			done(j.i, nil)
+		case j.err != nil:
+			done(j.i, fmt.Errorf("read %s %s: %w", e.Kind, ms[j.i].ID, j.err))
+		default:
+			return false
+		}
+		return true
+	})
+	if len(jobs) == 0 {
+		return
 	}
 	pol, cfg, err := e.Policy(ctx)
 	if err != nil {
-		return fmt.Errorf("%s policy: %w", e.Kind, err)
-	}
-	resume := false
-	switch {
-	case it.Status == StatusPending && !it.Active:
-	case it.Active && hasStatus(pol.Resume, it.Status):
-		if !it.HeartbeatAt.Before(e.staleBefore(pol)) || it.Used() >= pol.MaxAttempts {
-			return nil // its owner is alive, or the tick ends it
+		for _, j := range jobs {
+			done(j.i, fmt.Errorf("%s policy: %w", e.Kind, err))
 		}
-		resume = true
-	default:
+		return
+	}
+	var fresh []*job
+	var seen []Item
+	jobs = slices.DeleteFunc(jobs, func(j *job) bool {
+		it := j.it
+		switch {
+		case it.Status == StatusPending && !it.Active:
+		case it.Active && hasStatus(pol.Resume, it.Status):
+			if !it.HeartbeatAt.Before(e.staleBefore(pol)) || it.Used() >= pol.MaxAttempts {
+				done(j.i, nil) // its owner is alive, or the tick ends it
+				return true
+			}
+			j.resume = true
+		default:
+			done(j.i, nil)
+			return true
+		}
+		fn, err := e.Prepare(j.ctx, it, pol, cfg)
+		if err != nil || fn == nil {
+			done(j.i, err)
+			return true
+		}
+		j.fn = fn
+		if j.resume {
+			if j.c, j.it, err = e.Protocol.Takeover(j.ctx, it, e.staleBefore(pol)); err != nil {
+				done(j.i, e.notClaimed(j.ctx, it, err))
+				return true
+			}
+			return false
+		}
+		fresh, seen = append(fresh, j), append(seen, it)
+		return false
+	})
+	if len(fresh) > 0 {
+		for k, r := range e.Protocol.ClaimEach(ctx, seen, pol.Budget) {
+			j := fresh[k]
+			if j.c, j.err = r.Claim, r.Err; r.Err == nil {
+				j.it = r.Item
+			}
+		}
+		jobs = slices.DeleteFunc(jobs, func(j *job) bool {
+			if j.resume || j.err == nil {
+				return false
+			}
+			done(j.i, e.notClaimed(j.ctx, j.it, j.err))
+			return true
+		})
+	}
+	if len(jobs) == 1 {
+		j := jobs[0]
+		done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume, func() { ended(j.i) }))
+		return
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { done(j.i, e.run(j.ctx, j.c, j.it, pol, j.fn, j.resume, func() { ended(j.i) })) })
+	}
+	wg.Wait()
+}
+
+// notClaimed is a wake-up's result when its claim (or takeover) of it failed:
+// nil for a refusal (a full budget, a held lock, a lost race), which drops the
+// wake-up, the error otherwise.
+func (e *Executor[C]) notClaimed(ctx context.Context, it Item, err error) error {
+	if molt.ErrorReason(err) == ReasonBudgetFull {
+		e.starved.Store(true)
+	}
+	if molt.ErrorCode(err) == molt.ECONFLICT {
+		e.log().DebugContext(ctx, string(e.Kind)+" not claimed", slog.String("id", it.ID),
+			slog.String("reason", molt.ErrorReason(err)))
 		return nil
 	}
-	fn, err := e.Prepare(ctx, it, pol, cfg)
-	if err != nil || fn == nil {
-		return err
-	}
-	var c Claim
-	var claimed Item
-	if resume {
-		c, claimed, err = e.Protocol.Takeover(ctx, it, e.staleBefore(pol))
-	} else {
-		c, claimed, err = e.Protocol.ClaimSeen(ctx, it, pol.Budget)
-	}
-	if err != nil {
-		if molt.ErrorReason(err) == ReasonBudgetFull {
-			e.starved.Store(true)
-		}
-		if molt.ErrorCode(err) == molt.ECONFLICT {
-			e.log().DebugContext(ctx, string(e.Kind)+" not claimed", slog.String("id", it.ID),
-				slog.String("reason", molt.ErrorReason(err)))
-			return nil
-		}
-		return fmt.Errorf("claim %s %s: %w", e.Kind, it.ID, err)
-	}
-	return e.run(ctx, c, claimed, pol, fn, resume)
+	return fmt.Errorf("claim %s %s: %w", e.Kind, it.ID, err)
 }
 
 // Run runs fn on a claim the caller already holds (Protocol.CreateClaimed: a
@@ -281,12 +465,14 @@ func (e *Executor[C]) Run(ctx context.Context, c Claim, it Item, fn AttemptFunc)
 	if err != nil {
 		return fmt.Errorf("%s policy: %w", e.Kind, err)
 	}
-	return e.run(ctx, c, it, pol, fn, false)
+	return e.run(ctx, c, it, pol, fn, false, nil)
 }
 
 func (e *Executor[C]) staleBefore(pol Policy) time.Time { return e.Protocol.now().Add(-pol.Timeout) }
 
-func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn AttemptFunc, resumed bool) error {
+// run runs the attempt fn on the claim c; ended, when set, is called once fn
+// has returned (the final write is still to come).
+func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn AttemptFunc, resumed bool, ended func()) error {
 	pol = pol.withDefaults()
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -306,6 +492,9 @@ func (e *Executor[C]) run(ctx context.Context, c Claim, it Item, pol Policy, fn 
 	stop := e.Protocol.keepAlive(actx, c, pol.Heartbeat, func() { cancel(ErrClaimLost) }, e.log())
 	out := fn(actx, a)
 	stop()
+	if ended != nil {
+		ended()
+	}
 	if errors.Is(context.Cause(actx), ErrClaimLost) || molt.IsLostClaim(out.Err) {
 		e.log().WarnContext(ctx, string(e.Kind)+" lost its claim; nothing more written",
 			slog.String("id", c.ID), slog.Int("attempt", c.Attempts))
@@ -331,7 +520,7 @@ func (e *Executor[C]) settle(ctx context.Context, a *Attempt, out Outcome) error
 		}
 		return out.Err
 	case verbGiveBack:
-		got, err := e.Protocol.Transition(ctx, c, Transition{To: StatusPending, Data: out.data, Reason: Ptr(clipReason(out.reason))})
+		got, err := e.transition(ctx, c, Transition{To: StatusPending, Data: out.data, Reason: Ptr(clipReason(out.reason))})
 		if err != nil {
 			if !molt.IsLostClaim(err) {
 				e.log().WarnContext(ctx, "could not give the "+string(e.Kind)+" back; the tick will",
@@ -362,7 +551,7 @@ func (e *Executor[C]) settle(ctx context.Context, a *Attempt, out Outcome) error
 		if err != nil {
 			return errors.Join(fmt.Errorf("%s %s: final write: %w", e.Kind, c.ID, err), out.Err)
 		}
-		got, err := e.Protocol.Transition(ctx, c, t, also...)
+		got, err := e.transition(ctx, c, t, also...)
 		switch {
 		case err == nil:
 			e.log().InfoContext(ctx, string(e.Kind)+" "+string(t.To), append(attrs, slog.String("reason", deref(t.Reason)),
@@ -385,7 +574,7 @@ func (e *Executor[C]) settle(ctx context.Context, a *Attempt, out Outcome) error
 			if reason == "" {
 				reason = "final_write_raced"
 			}
-			if _, gerr := e.Protocol.Transition(ctx, c, Transition{To: StatusPending, Reason: &reason}); gerr != nil {
+			if _, gerr := e.transition(ctx, c, Transition{To: StatusPending, Reason: &reason}); gerr != nil {
 				e.log().WarnContext(ctx, "could not give the "+string(e.Kind)+" back; the tick will",
 					append(attrs, slog.String("error", gerr.Error()))...)
 			}

@@ -97,11 +97,37 @@ const (
 	MaxIDLen = 128
 )
 
-var (
-	kindRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	idRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
-	lockRe = regexp.MustCompile(`^[a-z][a-z0-9_]*/[A-Za-z0-9_.:-]{1,128}$`)
-)
+var lockRe = regexp.MustCompile(`^[a-z][a-z0-9_]*/[A-Za-z0-9_.:-]{1,128}$`)
+
+// validKind reports whether k matches ^[a-z][a-z0-9_]{0,31}$, and validID
+// whether id matches ^[A-Za-z0-9][A-Za-z0-9_.:-]*$: by hand, as every write
+// and read of the claim path checks them (a regexp match costs more than the
+// rest of the check).
+func validKind(k string) bool {
+	if len(k) == 0 || len(k) > 32 || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || !alnum(id[0]) {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; !(alnum(c) || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // ValidateKey returns EINVALID unless kind and id are well formed.
 func ValidateKey(kind Kind, id string) error {
@@ -111,7 +137,7 @@ func ValidateKey(kind Kind, id string) error {
 	if id == "" {
 		return molt.Invalid("id", "id is empty")
 	}
-	if len(id) > MaxIDLen || !idRe.MatchString(id) {
+	if len(id) > MaxIDLen || !validID(id) {
 		return molt.Invalid("id", "id %q is not valid", id)
 	}
 	return nil

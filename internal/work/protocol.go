@@ -108,50 +108,96 @@ func (p *Protocol) Claim(ctx context.Context, kind Kind, id string, seen, budget
 // no read. The write's condition is on the status and attempts in seen, so a stale
 // seen only makes the claim fail with ReasonNotClaimable.
 func (p *Protocol) ClaimSeen(ctx context.Context, seen Item, budget int) (Claim, Item, error) {
-	kind, id := seen.Kind, seen.ID
-	if err := ValidateKey(kind, id); err != nil {
-		return Claim{}, Item{}, err
+	r := p.ClaimEach(ctx, []Item{seen}, budget)[0]
+	return r.Claim, r.Item, r.Err
+}
+
+// Claimed is one result of ClaimEach: the claim and the item as claimed, or
+// why not (ClaimSeen's errors).
+type Claimed struct {
+	Claim Claim
+	Item  Item
+	Err   error
+}
+
+// ClaimEach is ClaimSeen for several items the caller has just read, claimed
+// in one store round trip (Backend.CommitEach) where the store allows: each
+// claim is its own conditional commit, on its own item's status and attempts,
+// taking its own slot of the budget (budget <= 0: none) and its own lock, and
+// it lands or fails on its own. Under a budget every claim adjusts the counter
+// by one in its own commit, so the budget stays exact and a batch larger than
+// the free slots claims as many as fit, the others failing with
+// ReasonBudgetFull. It returns one result per item of seen, in order.
+func (p *Protocol) ClaimEach(ctx context.Context, seen []Item, budget int) []Claimed {
+	out := make([]Claimed, len(seen))
+	type claim struct {
+		at               int
+		c                Claim
+		it               Item
+		slotIdx, lockIdx int
 	}
-	if seen.Status != StatusPending || seen.Active {
-		return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, seen.Status, seen.Attempts)
-	}
-	cur := seen
+	var cs []claim
+	var commits []pending
 	now := p.now()
 	slot := budget > 0
-	c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey, Slot: slot}
-	opID := p.IDs.NewID()
-	ops := []Op{
-		UpdateItem{Kind: kind, ID: id,
-			If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
-			Set: Set{Status: StatusRunning, Active: Ptr(true), Slot: Ptr(slot), Attempts: Ptr(c.Attempts),
-				Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
+	for i, cur := range seen {
+		kind, id := cur.Kind, cur.ID
+		if err := ValidateKey(kind, id); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if cur.Status != StatusPending || cur.Active {
+			out[i].Err = molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, cur.Status, cur.Attempts)
+			continue
+		}
+		c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey, Slot: slot}
+		opID := p.IDs.NewID()
+		ops := []Op{
+			UpdateItem{Kind: kind, ID: id,
+				If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
+				Set: Set{Status: StatusRunning, Active: Ptr(true), Slot: Ptr(slot), Attempts: Ptr(c.Attempts),
+					Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
+		}
+		slotIdx, lockIdx := -1, -1
+		if slot {
+			slotIdx = len(ops)
+			ops = append(ops, AdjustSlots{Kind: kind, Delta: 1, Max: budget})
+		}
+		if cur.LockKey != "" {
+			lockIdx = len(ops)
+			ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
+		}
+		it := cur
+		it.Status, it.Active, it.Slot, it.Attempts, it.Token = StatusRunning, true, slot, c.Attempts, c.Token
+		it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
+		cs = append(cs, claim{at: i, c: c, it: it, slotIdx: slotIdx, lockIdx: lockIdx})
+		commits = append(commits, pending{kind: kind, id: id, opID: opID, ops: ops})
 	}
-	slotIdx, lockIdx := -1, -1
-	if slot {
-		slotIdx = len(ops)
-		ops = append(ops, AdjustSlots{Kind: kind, Delta: 1, Max: budget})
+	if len(commits) == 0 {
+		return out
 	}
-	if cur.LockKey != "" {
-		lockIdx = len(ops)
-		ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
-	}
-	if err := p.commit(ctx, kind, id, opID, ops); err != nil {
+	for j, err := range p.commitEach(ctx, commits) {
+		cl := cs[j]
+		kind, id := cl.c.Kind, cl.c.ID
+		if err == nil {
+			out[cl.at] = Claimed{Claim: cl.c, Item: cl.it}
+			continue
+		}
 		if idx, ok := failedIndex(err); ok {
 			switch {
-			case idx >= 0 && idx == slotIdx:
-				return Claim{}, Item{}, molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
-			case idx >= 0 && idx == lockIdx:
-				return Claim{}, Item{}, molt.Conflict(ReasonLocked, "lock %s is held", cur.LockKey)
+			case idx >= 0 && idx == cl.slotIdx:
+				err = molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
+			case idx >= 0 && idx == cl.lockIdx:
+				err = molt.Conflict(ReasonLocked, "lock %s is held", cl.c.LockKey)
 			default:
-				return Claim{}, Item{}, molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
+				err = molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
 			}
+		} else {
+			err = fmt.Errorf("claim %s %s: %w", kind, id, err)
 		}
-		return Claim{}, Item{}, fmt.Errorf("claim %s %s: %w", kind, id, err)
+		out[cl.at].Err = err
 	}
-	it := cur
-	it.Status, it.Active, it.Slot, it.Attempts, it.Token = StatusRunning, true, slot, c.Attempts, c.Token
-	it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
-	return c, it, nil
+	return out
 }
 
 // Heartbeat refreshes the claim's heartbeat. It returns ELOSTCLAIM when the claim
@@ -183,36 +229,83 @@ type Transition struct {
 // Data/Reason when set); ELOSTCLAIM when the claim is no longer the caller's; and
 // ECONFLICT/ReasonAlsoFailed when an extra op's condition failed (nothing written).
 func (p *Protocol) Transition(ctx context.Context, c Claim, t Transition, also ...Op) (Item, error) {
-	if t.To == "" {
-		return Item{}, molt.Invalid("status", "transition needs a target status")
+	r := p.TransitionEach(ctx, []Move{{Claim: c, To: t, Also: also}})[0]
+	return r.Item, r.Err
+}
+
+// Move is one transition of TransitionEach: the claim, where it goes, and the
+// extra ops committed with it.
+type Move struct {
+	Claim Claim
+	To    Transition
+	Also  []Op
+}
+
+// Moved is one result of TransitionEach: Transition's item and error.
+type Moved struct {
+	Item Item
+	Err  error
+}
+
+// TransitionEach makes each move as Transition would, in one store round trip
+// where the store allows (Backend.CommitEach): final writes that are ready
+// together are committed together, and each lands or fails on its own (a move
+// whose claim was lost, or whose extra op's condition failed, fails no other).
+// It returns one result per move, in order.
+func (p *Protocol) TransitionEach(ctx context.Context, ms []Move) []Moved {
+	out := make([]Moved, len(ms))
+	type move struct {
+		at, base int
+		it       Item
 	}
-	if err := ValidateKey(c.Kind, c.ID); err != nil {
-		return Item{}, err
-	}
+	var mv []move
+	var commits []pending
 	now := p.now()
-	opID := p.IDs.NewID()
-	it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Slot: c.Slot,
-		Attempts: c.Attempts, Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
-	if t.Reason != nil {
-		it.Reason = *t.Reason
-	}
-	set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
-	var release []Op
-	if !t.Keep {
-		set.Active, set.Slot, set.Token = Ptr(false), Ptr(false), Ptr("")
-		release = releaseOps(it)
-		it.Active, it.Slot, it.Token = false, false, ""
-	}
-	ops := append([]Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}, release...)
-	base := len(ops)
-	ops = append(ops, also...)
-	if err := p.commit(ctx, c.Kind, c.ID, opID, ops); err != nil {
-		if idx, ok := failedIndex(err); ok && idx >= base {
-			return Item{}, alsoFailed(ops, idx, base)
+	for i, m := range ms {
+		c, t := m.Claim, m.To
+		if t.To == "" {
+			out[i].Err = molt.Invalid("status", "transition needs a target status")
+			continue
 		}
-		return Item{}, p.ownedErr(c, "transition", err)
+		if err := ValidateKey(c.Kind, c.ID); err != nil {
+			out[i].Err = err
+			continue
+		}
+		opID := p.IDs.NewID()
+		it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Slot: c.Slot,
+			Attempts: c.Attempts, Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
+		if t.Reason != nil {
+			it.Reason = *t.Reason
+		}
+		set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
+		var release []Op
+		if !t.Keep {
+			set.Active, set.Slot, set.Token = Ptr(false), Ptr(false), Ptr("")
+			release = releaseOps(it)
+			it.Active, it.Slot, it.Token = false, false, ""
+		}
+		ops := append([]Op{UpdateItem{Kind: c.Kind, ID: c.ID, If: owned(c), Set: set}}, release...)
+		base := len(ops)
+		ops = append(ops, m.Also...)
+		mv = append(mv, move{at: i, base: base, it: it})
+		commits = append(commits, pending{kind: c.Kind, id: c.ID, opID: opID, ops: ops})
 	}
-	return it, nil
+	if len(commits) == 0 {
+		return out
+	}
+	for j, err := range p.commitEach(ctx, commits) {
+		m := mv[j]
+		if err == nil {
+			out[m.at].Item = m.it
+			continue
+		}
+		if idx, ok := failedIndex(err); ok && idx >= m.base {
+			out[m.at].Err = alsoFailed(commits[j].ops, idx, m.base)
+			continue
+		}
+		out[m.at].Err = p.ownedErr(ms[m.at].Claim, "transition", err)
+	}
+	return out
 }
 
 // Requeue is the tick's move of a stale claim: seen is the item as the tick read
@@ -364,55 +457,95 @@ func (p *Protocol) Update(ctx context.Context, kind Kind, id string, ch Change, 
 	return it, nil
 }
 
-// commit runs ops whose first op writes kind/id with opID. When the outcome is
-// unknown it reads the item back: opID on the item means the commit was applied.
-// When the read-back shows it was not, and the failure was not a condition, the
-// commit is tried again (the conditions make that safe) up to p.tries() times. A
-// condition failure after an unknown outcome is also checked against opID: the
-// earlier try may have landed late. When the read-back itself fails the outcome
-// stays unknown: the write is not sent again blind (an op whose condition its own
-// landing does not break, such as a heartbeat's or an extra op's, would apply
-// twice) and a condition failure is not reported as a refusal (the write may be
-// the one that broke it). It returns nil, a *ConditionFailed, or EUNAVAILABLE.
+// commit runs ops whose first op writes kind/id with opID (see commitEach).
 func (p *Protocol) commit(ctx context.Context, kind Kind, id, opID string, ops []Op) error {
-	var last error
-	uncertain := false
-	for try := 0; try < p.tries(); try++ {
-		err := p.Backend.Commit(ctx, ops...)
-		if err == nil {
-			return nil
-		}
-		if _, ok := failedIndex(err); ok {
-			if !uncertain {
-				return err
-			}
-			switch p.landed(ctx, kind, id, opID) {
-			case wrote:
-				return nil
-			case unknown:
-				return molt.Unavailable(last, "%s %s: outcome unknown, the store could not be read back", kind, id)
-			}
-			return err
-		}
-		if ctx.Err() != nil {
-			// The caller gave up; we cannot tell, so read back once without it.
-			rctx, cancel := detached(ctx)
-			got := p.landed(rctx, kind, id, opID)
-			cancel()
-			if got == wrote {
-				return nil
-			}
-			return molt.Unavailable(err, "%s %s: write abandoned", kind, id)
-		}
-		last, uncertain = err, true
-		switch p.landed(ctx, kind, id, opID) {
-		case wrote:
-			return nil
-		case unknown:
-			return molt.Unavailable(err, "%s %s: outcome unknown, the store could not be read back", kind, id)
-		}
+	return p.commitEach(ctx, []pending{{kind: kind, id: id, opID: opID, ops: ops}})[0]
+}
+
+// pending is one commit of commitEach: ops whose first op writes kind/id with
+// opID.
+type pending struct {
+	kind  Kind
+	id    string
+	opID  string
+	ops   []Op
+	tried error // the last unknown outcome (the commit was tried and read back)
+}
+
+// commitEach runs each of cs, independently: alone with Backend.Commit, several
+// with Backend.CommitEach, in one round trip. When a commit's outcome is
+// unknown it reads the item back: opID on the item means the commit was
+// applied. When the read-back shows it was not, and the failure was not a
+// condition, the commit is tried again (the conditions make that safe) up to
+// p.tries() times, together with the others still to try. A condition failure
+// after an unknown outcome is also checked against opID: the earlier try may
+// have landed late. When the read-back itself fails the outcome stays unknown:
+// the write is not sent again blind (an op whose condition its own landing
+// does not break, such as a heartbeat's or an extra op's, would apply twice)
+// and a condition failure is not reported as a refusal (the write may be the
+// one that broke it). Each result is nil, a *ConditionFailed, or EUNAVAILABLE.
+func (p *Protocol) commitEach(ctx context.Context, cs []pending) []error {
+	errs := make([]error, len(cs))
+	todo := make([]int, len(cs))
+	for i := range cs {
+		todo[i] = i
 	}
-	return molt.Unavailable(last, "%s %s: store unavailable", kind, id)
+	for try := 0; try < p.tries() && len(todo) > 0; try++ {
+		var res []error
+		if len(todo) == 1 {
+			res = []error{p.Backend.Commit(ctx, cs[todo[0]].ops...)}
+		} else {
+			ops := make([][]Op, len(todo))
+			for j, i := range todo {
+				ops[j] = cs[i].ops
+			}
+			res = p.Backend.CommitEach(ctx, ops...)
+		}
+		var again []int
+		for j, i := range todo {
+			c := &cs[i]
+			err := res[j]
+			if err == nil {
+				continue
+			}
+			if _, ok := failedIndex(err); ok {
+				errs[i] = err
+				if c.tried == nil {
+					continue
+				}
+				switch p.landed(ctx, c.kind, c.id, c.opID) {
+				case wrote:
+					errs[i] = nil
+				case unknown:
+					errs[i] = molt.Unavailable(c.tried, "%s %s: outcome unknown, the store could not be read back", c.kind, c.id)
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				// The caller gave up; we cannot tell, so read back once without it.
+				rctx, cancel := detached(ctx)
+				got := p.landed(rctx, c.kind, c.id, c.opID)
+				cancel()
+				if got != wrote {
+					errs[i] = molt.Unavailable(err, "%s %s: write abandoned", c.kind, c.id)
+				}
+				continue
+			}
+			c.tried = err
+			switch p.landed(ctx, c.kind, c.id, c.opID) {
+			case wrote:
+			case unknown:
+				errs[i] = molt.Unavailable(err, "%s %s: outcome unknown, the store could not be read back", c.kind, c.id)
+			default:
+				again = append(again, i)
+			}
+		}
+		todo = again
+	}
+	for _, i := range todo {
+		errs[i] = molt.Unavailable(cs[i].tried, "%s %s: store unavailable", cs[i].kind, cs[i].id)
+	}
+	return errs
 }
 
 // readBack is what a read-back found out about a write.

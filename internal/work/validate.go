@@ -27,7 +27,7 @@ func ValidateStatus(st Status) error {
 // ValidateKind returns EINVALID unless kind is a kind: lowercase letters, digits
 // and underscores, starting with a letter, at most 32 characters.
 func ValidateKind(kind Kind) error {
-	if !kindRe.MatchString(string(kind)) {
+	if !validKind(string(kind)) {
 		return molt.Invalid("kind", "kind %q is not valid", kind)
 	}
 	return nil

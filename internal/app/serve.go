@@ -16,6 +16,14 @@ import (
 	"github.com/molt-dev/molt/internal/work"
 )
 
+// A worker of `molt serve` takes up to serveBatch ready wake-ups of its kind
+// together (their claims in one store round trip, see work.Executor's
+// HandleBatch), waiting up to serveGather for more once it has some.
+const (
+	serveBatch  = 8
+	serveGather = time.Millisecond
+)
+
 // ServeOptions configure `molt serve`.
 type ServeOptions struct {
 	Addr       string        // API address, default 127.0.0.1:8080
@@ -101,7 +109,8 @@ func (a *App) Serve(ctx context.Context, o ServeOptions) error {
 			_ = ln.Close()
 			return err
 		}
-		c := &consumer.Consumer{Receiver: rcv, Handler: w.Handler, Log: a.Logger, Workers: Width(w.Policy(set))}
+		c := &consumer.Consumer{Receiver: rcv, Handler: w.Handler, Log: a.Logger, Workers: Width(w.Policy(set)),
+			Batch: serveBatch, Gather: serveGather}
 		wg.Go(func() { _ = c.Run(bg) })
 	}
 

@@ -42,6 +42,12 @@ func (s *Service) Handle(ctx context.Context, m queue.Message) error {
 	return s.exec.Handle(ctx, m)
 }
 
+// HandleBatch handles wake-ups together (queue.BatchHandler): their claims in
+// one store round trip, their final writes sharing one when ready together.
+func (s *Service) HandleBatch(ctx context.Context, ms []queue.Message, rep queue.Report) {
+	s.exec.HandleBatch(ctx, ms, rep)
+}
+
 // executor returns the turn kind's attempt executor.
 func (s *Service) executor() *work.Executor[struct{}] {
 	return &work.Executor[struct{}]{Protocol: s.proto, Queue: s.queue, Logger: s.log, Kind: work.KindTurn,

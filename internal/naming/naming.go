@@ -134,6 +134,12 @@ func (s *Service) effective(ctx context.Context, ws string, global settings.Nami
 // Handle is the naming worker (queue.Handler for work.KindNaming wake-ups).
 func (s *Service) Handle(ctx context.Context, m queue.Message) error { return s.exec.Handle(ctx, m) }
 
+// HandleBatch handles wake-ups together (queue.BatchHandler): their claims in
+// one store round trip, their final writes sharing one when ready together.
+func (s *Service) HandleBatch(ctx context.Context, ms []queue.Message, rep queue.Report) {
+	s.exec.HandleBatch(ctx, ms, rep)
+}
+
 // Replied asks for a naming job after a turn committed its reply (chat's
 // RepliedHook). It never fails the turn: a failure is logged, and the next
 // reply (or POST /api/sessions/{id}/name) asks again.

@@ -54,6 +54,12 @@ func (s *Service) Handle(ctx context.Context, m queue.Message) error {
 	return s.exec.Handle(ctx, m)
 }
 
+// HandleBatch handles wake-ups together (queue.BatchHandler): their claims in
+// one store round trip, their final writes sharing one when ready together.
+func (s *Service) HandleBatch(ctx context.Context, ms []queue.Message, rep queue.Report) {
+	s.exec.HandleBatch(ctx, ms, rep)
+}
+
 // executor returns the run kind's attempt executor: the policy and the
 // settings are read once per wake-up.
 func (s *Service) executor() *work.Executor[settings.Settings] {

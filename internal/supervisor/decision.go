@@ -207,6 +207,12 @@ func newDecider(s *Service) *Decider {
 // Handle runs the decision a wake-up names.
 func (d *Decider) Handle(ctx context.Context, m queue.Message) error { return d.exec.Handle(ctx, m) }
 
+// HandleBatch handles wake-ups together (queue.BatchHandler): their claims in
+// one store round trip, their final writes sharing one when ready together.
+func (d *Decider) HandleBatch(ctx context.Context, ms []queue.Message, rep queue.Report) {
+	d.exec.HandleBatch(ctx, ms, rep)
+}
+
 // Policy is the decision kind's claim policy: a few at once (Config.
 // DecisionBudget), each attempt bounded by its model calls (two rounds of a
 // proposal and a verdict), a few attempts (a model unavailable, a campaign

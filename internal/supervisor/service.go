@@ -596,3 +596,9 @@ func (s *Service) wake(ctx context.Context, id string) {
 
 // Handle is the campaign worker (queue.Handler for KindCampaign wake-ups).
 func (s *Service) Handle(ctx context.Context, m queue.Message) error { return s.exec.Handle(ctx, m) }
+
+// HandleBatch handles wake-ups together (queue.BatchHandler): their claims in
+// one store round trip, their final writes sharing one when ready together.
+func (s *Service) HandleBatch(ctx context.Context, ms []queue.Message, rep queue.Report) {
+	s.exec.HandleBatch(ctx, ms, rep)
+}

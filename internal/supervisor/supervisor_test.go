@@ -166,6 +166,11 @@ func (b *countingBackend) Commit(ctx context.Context, ops ...work.Op) error {
 	return b.Backend.Commit(ctx, ops...)
 }
 
+func (b *countingBackend) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	b.commits.Add(int64(len(cs)))
+	return b.Backend.CommitEach(ctx, cs...)
+}
+
 // setup builds the supervising molt (its App on SQLite, no workers: passes
 // are run by hand) with a workspace acme, calling remotes through faults.
 // The token_ref env:SUP_TOKEN reads token.

@@ -551,6 +551,21 @@ func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
 	defer s.signal()
 	return s.Store.Commit(ctx, ops...)
 }
+// CommitEach is Commit for a batch: the hook before each, one signal after.
+func (s *countStore) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	s.count("CommitEach")
+	s.mu.Lock()
+	before := s.beforeCommit
+	s.mu.Unlock()
+	if before != nil {
+		for _, ops := range cs {
+			before(ops)
+		}
+	}
+	defer s.signal()
+	return s.Store.CommitEach(ctx, cs...)
+}
+
 func (s *countStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	s.count("GetItem")
 	s.mu.Lock()

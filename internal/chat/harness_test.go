@@ -83,6 +83,28 @@ func (c *countingStore) Commit(ctx context.Context, ops ...work.Op) error {
 	return err
 }
 
+// CommitEach is Commit for a batch (the executor's claims and final writes
+// that land together): one signal after.
+func (c *countingStore) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	c.count("CommitEach")
+	errs := c.Store.CommitEach(ctx, cs...)
+	c.mu.Lock()
+	for k, ops := range cs {
+		if errs[k] != nil {
+			continue
+		}
+		for _, op := range ops {
+			if _, ok := op.(session.SetSummary); ok {
+				c.summaries++
+			}
+		}
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	return errs
+}
+
 func (c *countingStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	c.count("GetItem")
 	return c.Store.GetItem(ctx, k, id)

@@ -313,6 +313,35 @@ func (s *signalStore) Commit(ctx context.Context, ops ...work.Op) error {
 	return err
 }
 
+// CommitEach is Commit for a batch (the executor's claims and final writes
+// that land together): the hook before each, one signal after.
+func (s *signalStore) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	s.count("CommitEach")
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		for _, ops := range cs {
+			before(ops)
+		}
+	}
+	errs := s.Store.CommitEach(ctx, cs...)
+	now := time.Now()
+	s.mu.Lock()
+	for k, ops := range cs {
+		if u, ok := ops[0].(work.UpdateItem); ok && errs[k] == nil && u.Kind == work.KindRun && u.Set.Status == work.StatusRunning {
+			if s.claims == nil {
+				s.claims = map[string]time.Time{}
+			}
+			s.claims[u.ID] = now
+		}
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	return errs
+}
+
 func (s *signalStore) GetItem(ctx context.Context, k work.Kind, id string) (work.Item, error) {
 	s.count("GetItem")
 	return s.Store.GetItem(ctx, k, id)

@@ -42,6 +42,13 @@ func (b *blindReads) Commit(ctx context.Context, ops ...work.Op) error {
 	return b.Store.Commit(ctx, ops...)
 }
 
+func (b *blindReads) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	if b.blindAtCommit.Swap(false) {
+		b.blind.Store(true)
+	}
+	return b.Store.CommitEach(ctx, cs...)
+}
+
 var errBlind = errors.New("read timed out")
 
 func (b *blindReads) GetItem(ctx context.Context, kind work.Kind, id string) (work.Item, error) {

@@ -551,6 +551,7 @@ func (s *countStore) Commit(ctx context.Context, ops ...work.Op) error {
 	defer s.signal()
 	return s.Store.Commit(ctx, ops...)
 }
+
 // CommitEach is Commit for a batch: the hook before each, one signal after.
 func (s *countStore) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
 	s.count("CommitEach")

@@ -92,7 +92,7 @@ func records(op work.Op) []string {
 	case work.DeleteItem:
 		return []string{"item " + string(op.Kind) + "/" + op.ID}
 	case work.AdjustSlots:
-		return []string{"slots " + string(op.Kind)}
+		return []string{work.SlotsRecord(op.Kind, op.Shard)}
 	case work.AcquireLock:
 		return []string{"lock " + op.Key}
 	case work.ReleaseLock:

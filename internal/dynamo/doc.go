@@ -19,6 +19,7 @@
 //	work item       WORK#<kind>#<id>        WORK           WORK#<kind> / <id>       WORK#<kind>#<status> / <id>
 //	                (gsi4: WORK#<kind>#<status> / u#<updated_at>#<id>, or a#<archived_at>#<id> once archived)
 //	slot counter    SLOTS#<kind>            SLOTS          –                        –
+//	                (shard k > 0 of a sharded counter, work.SlotShards: SLOTS#<kind>#<k>)
 //	lock            LOCK#<key>              LOCK           –                        –
 //	workspace       WS#<name>               META           WORKSPACES / <sort id>   –
 //	file            WS#<name>               FILE#<path>    –                        –
@@ -33,7 +34,8 @@
 // partition with sk BETWEEN MSG#<after+1> AND MSG#9999999999.
 // Attributes: a work item keeps kind, id, ws, lock_key, status, active (BOOL),
 // noslot (BOOL, present while its claim holds no slot: work.Item.Slot is active
-// and not noslot, so an item claimed before the attribute holds a slot), attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
+// and not noslot, so an item claimed before the attribute holds a slot), slot_shard
+// (N, the counter shard of its slot, absent for shard 0), attempts, attempts_base, token, heartbeat_at, reason, data (B), created_at,
 // updated_at, op_id, expires_at (N, epoch seconds), archived_at, and gsi4a (the
 // archived item's gsi4sk, which every later update copies back into gsi4sk with
 // if_not_exists, so an archived item stays listed by its archive time; an item
@@ -59,8 +61,9 @@
 // attribute_not_exists(pk); UpdateItem is an Update with attribute_exists(pk) and
 // one clause per non-zero field of Cond (status IN, attempts =, token =, active =,
 // heartbeat_at < StaleBefore, op_id =), setting gsi2pk with the status; DeleteItem is a
-// Delete with the same conditions; AdjustSlots is ADD n (only a claim under a
-// budget sends one: a kind without a budget has no counter item to be hot)
+// Delete with the same conditions; AdjustSlots is ADD n on its shard's item (only
+// a claim under a budget sends one: a kind without a budget has no counter item
+// to be hot)
 // with n <= Max-Delta (or absent) when Delta > 0 and Max > 0, n >= -Delta when
 // Delta < 0; AcquireLock is a Put with attribute_not_exists(pk) OR holder = :h;
 // ReleaseLock is a Delete with holder = :h. One op is sent as a single

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,7 +30,11 @@ const (
 	// (work.Item.Slot false: a kind without a budget). Stored inverted so that
 	// an item claimed before the attribute existed, when every claim took a
 	// slot, still reads as holding one and its release frees it.
-	attrNoSlot       = "noslot"
+	attrNoSlot = "noslot"
+	// attrSlotShard is the counter shard of the item's slot
+	// (work.Item.SlotShard), absent for shard 0: an item claimed before
+	// counters were sharded reads shard 0, the counter it took its slot from.
+	attrSlotShard    = "slot_shard"
 	attrAttempts     = "attempts"
 	attrAttemptsBase = "attempts_base"
 	attrToken        = "token"
@@ -86,8 +91,13 @@ func workKey(kind work.Kind, id string) map[string]types.AttributeValue {
 	return key(workPK(kind, id), skWork)
 }
 
-func slotsKey(kind work.Kind) map[string]types.AttributeValue {
-	return key("SLOTS#"+string(kind), skSlots)
+// slotsKey is shard k of kind's slot counter, an item of its own (a partition
+// of its own) per shard; shard 0 keeps the unsharded counter's key.
+func slotsKey(kind work.Kind, k int) map[string]types.AttributeValue {
+	if k == 0 {
+		return key("SLOTS#"+string(kind), skSlots)
+	}
+	return key(fmt.Sprintf("SLOTS#%s#%d", kind, k), skSlots)
 }
 
 func lockKey(k string) map[string]types.AttributeValue { return key("LOCK#"+k, skLock) }
@@ -112,6 +122,9 @@ func encodeItem(it work.Item) map[string]types.AttributeValue {
 	m[attrActive] = boolean(it.Active)
 	if it.Active && !it.Slot {
 		m[attrNoSlot] = boolean(true)
+	}
+	if it.SlotShard != 0 {
+		m[attrSlotShard] = num(int64(it.SlotShard))
 	}
 	m[attrAttempts] = num(int64(it.Attempts))
 	m[attrAttemptsBase] = num(int64(it.AttemptsBase))
@@ -154,6 +167,7 @@ func decodeItem(m map[string]types.AttributeValue) work.Item {
 		Status:       work.Status(getS(m, attrStatus)),
 		Active:       getBool(m, attrActive),
 		Slot:         getBool(m, attrActive) && !getBool(m, attrNoSlot),
+		SlotShard:    int(getN(m, attrSlotShard)),
 		Attempts:     int(getN(m, attrAttempts)),
 		AttemptsBase: int(getN(m, attrAttemptsBase)),
 		Token:        getS(m, attrToken),
@@ -490,7 +504,7 @@ func (s *Store) writeItem(op work.Op) (types.TransactWriteItem, error) {
 	case work.AdjustSlots:
 		var e exprs
 		n := e.name(attrCount)
-		up := &types.Update{TableName: tbl, Key: slotsKey(op.Kind),
+		up := &types.Update{TableName: tbl, Key: slotsKey(op.Kind, op.Shard),
 			UpdateExpression: aws.String("ADD " + n + " " + e.value(num(int64(op.Delta))))}
 		switch {
 		case op.Delta > 0 && op.Max > 0 && op.Delta > op.Max:
@@ -543,6 +557,13 @@ func (s *Store) updateItem(op work.UpdateItem) (*types.Update, error) {
 			u.remove = append(u.remove, e.name(attrNoSlot))
 		} else {
 			u.setVal(attrNoSlot, boolean(true))
+		}
+	}
+	if set.SlotShard != nil {
+		if *set.SlotShard == 0 {
+			u.remove = append(u.remove, e.name(attrSlotShard))
+		} else {
+			u.setVal(attrSlotShard, num(int64(*set.SlotShard)))
 		}
 	}
 	if set.Attempts != nil {
@@ -730,16 +751,34 @@ func afterQuery(idx, hk, hv, rk, after string, oldest bool) *dynamodb.QueryInput
 	}
 }
 
-// ActiveCount returns kind's slot counter (0 when it was never written).
+// ActiveCount returns kind's slot counter, the sum of its shards (an absent
+// shard counts 0): work.MaxSlotShards strongly consistent reads, in parallel.
 func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
 	if err := work.ValidateKind(kind); err != nil {
 		return 0, err
 	}
-	m, _, err := s.get(ctx, slotsKey(kind))
-	if err != nil {
-		return 0, failure(fmt.Sprintf("read %s slots", kind), err)
+	var (
+		wg   sync.WaitGroup
+		n    [work.MaxSlotShards]int64
+		errs [work.MaxSlotShards]error
+	)
+	for k := range work.MaxSlotShards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, _, err := s.get(ctx, slotsKey(kind, k))
+			n[k], errs[k] = getN(m, attrCount), err
+		}()
 	}
-	return int(getN(m, attrCount)), nil
+	wg.Wait()
+	var total int64
+	for k := range work.MaxSlotShards {
+		if errs[k] != nil {
+			return 0, failure(fmt.Sprintf("read %s slots", kind), errs[k])
+		}
+		total += n[k]
+	}
+	return int(total), nil
 }
 
 // LockHolder returns the holder of lock key, or "" when it is free.

@@ -159,6 +159,21 @@ ALTER TABLE workspaces ADD COLUMN settings_revision INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN slot INTEGER NOT NULL DEFAULT 0;
 UPDATE items SET slot = 1 WHERE active = 1;
 `,
+	// 11: sharded slot counters (work.SlotShards): a counter row per kind and
+	// shard, the old row becoming shard 0, and the shard a claimed item's slot
+	// is in (work.Item.SlotShard; 0, the old row, for the items before it).
+	`
+CREATE TABLE slot_shards (
+	kind   TEXT NOT NULL,
+	shard  INTEGER NOT NULL,
+	active INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (kind, shard)
+) WITHOUT ROWID;
+INSERT INTO slot_shards (kind, shard, active) SELECT kind, 0, active FROM slots;
+DROP TABLE slots;
+ALTER TABLE slot_shards RENAME TO slots;
+ALTER TABLE items ADD COLUMN slot_shard INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrate applies the migrations the file lacks, in one transaction, so two

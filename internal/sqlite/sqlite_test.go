@@ -1187,3 +1187,69 @@ func TestMigrationSlotOfClaimedItems(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrationShardedSlots: a file of schema 10 (one slot counter row per
+// kind) keeps its counter as shard 0, and an item claimed then holds its slot
+// in shard 0: its release under a budget that is now sharded frees that row.
+func TestMigrationShardedSlots(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "molt.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sqlite.Migrations[:10] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO items (kind, id, status, active, slot, attempts, token, heartbeat_at, created_at, updated_at)
+		VALUES ('job', 'claimed', 'running', 1, 1, 1, 'tok', '2026-09-01T00:00:00.000000000Z',
+		'2026-09-01T00:00:00.000000000Z', '2026-09-01T00:00:00.000000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO slots (kind, active) VALUES ('job', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 10`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open a schema 10 file: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	if n, err := s.ActiveCount(ctx, kindT); err != nil || n != 1 {
+		t.Fatalf("active count %d %v after the migration, want 1", n, err)
+	}
+	it, err := s.GetItem(ctx, kindT, "claimed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Slot || it.SlotShard != 0 {
+		t.Fatalf("claimed item slot %v shard %d, want a slot in shard 0", it.Slot, it.SlotShard)
+	}
+	clock := molt.NewManualClock(time.Date(2026, 9, 1, 1, 0, 0, 0, time.UTC))
+	p := &work.Protocol{Backend: s, Clock: clock, IDs: &molt.SortableIDs{Clock: clock}}
+	if _, err := p.Requeue(ctx, it, clock.Now().Add(-time.Minute), 5, work.StatusTimeout); err != nil {
+		t.Fatalf("release the old claim: %v", err)
+	}
+	if n, err := s.ActiveCount(ctx, kindT); err != nil || n != 0 {
+		t.Fatalf("active count %d %v after the release, want 0", n, err)
+	}
+	// Every shard of a sharded budget has its whole share.
+	const budget = 16
+	for i := range budget {
+		created, err := p.Create(ctx, work.Item{Kind: kindT})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := p.ClaimSeen(ctx, created, budget); err != nil {
+			t.Fatalf("claim %d of %d: %v", i+1, budget, err)
+		}
+	}
+}

@@ -99,11 +99,11 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 		it := op.Item
 		res, err = q.ExecContext(ctx, `INSERT INTO items (kind, id, workspace, lock_key, status, active,
 			attempts, attempts_base, token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at,
-			archived_at, slot)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
+			archived_at, slot, slot_shard)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING`,
 			string(it.Kind), it.ID, it.Workspace, it.LockKey, string(it.Status), it.Active,
 			it.Attempts, it.AttemptsBase, it.Token, ts(it.HeartbeatAt), it.Reason, it.Data,
-			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)), ts(it.ArchivedAt), it.Slot)
+			ts(it.CreatedAt), ts(it.UpdatedAt), it.OpID, ts(expiry(it.ExpiresAt)), ts(it.ArchivedAt), it.Slot, it.SlotShard)
 	case work.UpdateItem:
 		query, args := updateSQL(op, s)
 		res, err = q.ExecContext(ctx, query, args...)
@@ -111,13 +111,14 @@ func applyOp(ctx context.Context, q querier, op work.Op, s *Store) (ok bool, err
 		where, args := condSQL(op.Kind, op.ID, op.If)
 		res, err = q.ExecContext(ctx, "DELETE FROM items WHERE "+strings.Join(where, " AND "), args...)
 	case work.AdjustSlots:
-		if _, err = q.ExecContext(ctx, `INSERT INTO slots (kind, active) VALUES (?, 0) ON CONFLICT (kind) DO NOTHING`, string(op.Kind)); err != nil {
+		if _, err = q.ExecContext(ctx, `INSERT INTO slots (kind, shard, active) VALUES (?, ?, 0)
+			ON CONFLICT (kind, shard) DO NOTHING`, string(op.Kind), op.Shard); err != nil {
 			return false, err
 		}
-		query, args := `UPDATE slots SET active = active + ?1 WHERE kind = ?2`, []any{op.Delta, string(op.Kind)}
+		query, args := `UPDATE slots SET active = active + ?1 WHERE kind = ?2 AND shard = ?3`, []any{op.Delta, string(op.Kind), op.Shard}
 		switch {
 		case op.Delta > 0 && op.Max > 0:
-			query, args = query+` AND active + ?1 <= ?3`, append(args, op.Max)
+			query, args = query+` AND active + ?1 <= ?4`, append(args, op.Max)
 		case op.Delta < 0:
 			query += ` AND active + ?1 >= 0`
 		}
@@ -179,6 +180,9 @@ func updateSQL(op work.UpdateItem, s *Store) (string, []any) {
 	}
 	if set.Slot != nil {
 		add("slot", *set.Slot)
+	}
+	if set.SlotShard != nil {
+		add("slot_shard", *set.SlotShard)
 	}
 	if set.Attempts != nil {
 		add("attempts", *set.Attempts)
@@ -247,7 +251,7 @@ func condSQL(kind work.Kind, id string, c work.Cond) ([]string, []any) {
 }
 
 const itemCols = `kind, id, workspace, lock_key, status, active, attempts, attempts_base,
-	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at, archived_at, slot`
+	token, heartbeat_at, reason, data, created_at, updated_at, op_id, expires_at, archived_at, slot, slot_shard`
 
 // expiry is an item's expiry as stored: whole seconds, like DynamoDB's TTL.
 func expiry(t time.Time) time.Time { return t.Truncate(time.Second) }
@@ -264,7 +268,7 @@ func scanItem(r scanner) (work.Item, error) {
 	)
 	if err := r.Scan(&kind, &it.ID, &it.Workspace, &it.LockKey, &status, &it.Active, &it.Attempts,
 		&it.AttemptsBase, &it.Token, &heartbeat, &it.Reason, &data, &created, &updat, &it.OpID, &expires,
-		&archived, &it.Slot); err != nil {
+		&archived, &it.Slot, &it.SlotShard); err != nil {
 		return work.Item{}, err
 	}
 	it.Kind, it.Status = work.Kind(kind), work.Status(status)
@@ -481,16 +485,14 @@ func (s *Store) listByAge(ctx context.Context, q work.ListQuery, col, part strin
 	return out, nil
 }
 
-// ActiveCount returns the kind's slot counter (0 before its first AdjustSlots).
+// ActiveCount returns the kind's slot counter, the sum of its shards (0 before
+// its first AdjustSlots).
 func (s *Store) ActiveCount(ctx context.Context, kind work.Kind) (int, error) {
 	if err := work.ValidateKind(kind); err != nil {
 		return 0, err
 	}
 	var n int
-	err := s.rdb.QueryRowContext(ctx, `SELECT active FROM slots WHERE kind = ?`, string(kind)).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(SUM(active), 0) FROM slots WHERE kind = ?`, string(kind)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count active %s: %w", kind, err)
 	}

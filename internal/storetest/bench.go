@@ -92,7 +92,7 @@ func records(op work.Op) []string {
 	case work.DeleteItem:
 		return []string{"item " + string(op.Kind) + "/" + op.ID}
 	case work.AdjustSlots:
-		return []string{"slots " + string(op.Kind)}
+		return []string{work.SlotsRecord(op.Kind, op.Shard)}
 	case work.AcquireLock:
 		return []string{"lock " + op.Key}
 	case work.ReleaseLock:
@@ -147,6 +147,10 @@ func benchProtocol(b *testing.B, open BenchOpener) (*work.Protocol, Counter, *co
 // delivery to a Lambda).
 const benchBatch = 10
 
+// benchShardedBudget is the sharded budget of BenchClaims (the chat turns'
+// default budget): 4 shards of 8.
+const benchShardedBudget = 32
+
 func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
 	b.Helper()
 	items := make([]work.Item, n)
@@ -169,7 +173,10 @@ func benchItems(b *testing.B, p *work.Protocol, n int) []work.Item {
 // lock are written only in that cycle, so it tends to 0 unless a record is
 // shared by every cycle (a budgeted kind's slot counter: 2, its claim and its
 // release); that record is the one a DynamoDB table's per-item write rate
-// bounds. "Batched" and "BatchedUnbudgeted" claim and finish batches of 10
+// bounds. "CycleSharded" runs the cycle under a budget of 32, whose counter
+// work.SlotShards splits into 4 shards: each cycle writes the shard its item
+// starts at, so the hottest shard takes about 2/4 writes a cycle. "Batched",
+// "BatchedSharded" and "BatchedUnbudgeted" claim and finish batches of 10
 // items (Protocol.ClaimEach, TransitionEach: the executor's path for a batch
 // of wake-ups) and report the same per item. "Parallel16" has 16 claimers
 // claim and finish b.N items and reports claims per second.
@@ -208,6 +215,7 @@ func BenchClaims(b *testing.B, open BenchOpener) {
 		}
 	}
 	b.Run("Cycle", cycle(1))
+	b.Run("CycleSharded", cycle(benchShardedBudget))
 	b.Run("CycleUnbudgeted", cycle(0))
 	// Batched: the executor's path for a batch of wake-ups, claims of
 	// benchBatch items in one ClaimEach and their final writes in one
@@ -247,6 +255,7 @@ func BenchClaims(b *testing.B, open BenchOpener) {
 		}
 	}
 	b.Run("Batched", batched(benchBatch))
+	b.Run("BatchedSharded", batched(benchShardedBudget))
 	b.Run("BatchedUnbudgeted", batched(0))
 	b.Run("Parallel16", func(b *testing.B) {
 		p, _, _ := benchProtocol(b, open)

@@ -75,6 +75,8 @@ func testMalformedOps(t *testing.T, open Opener) {
 		{"over MaxOps ops", tooMany},
 		{"over MaxOps records written", tooManyRecords},
 		{"slots of a malformed kind", []work.Op{work.AdjustSlots{Kind: "Not A Kind", Delta: 1}}},
+		{"a slot shard out of range", []work.Op{work.AdjustSlots{Kind: "tally", Shard: work.MaxSlotShards, Delta: 1}}},
+		{"a negative slot shard", []work.Op{work.AdjustSlots{Kind: "tally", Shard: -1, Delta: 1}}},
 		{"message of a malformed session id", []work.Op{msg("no session", 1)}},
 		{"message seq over session.MaxSeq", []work.Op{msg("s-none", session.MaxSeq+1)}},
 		{"message seq 0", []work.Op{msg("s-none", 0)}},

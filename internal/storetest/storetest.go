@@ -55,6 +55,10 @@ func setup(t *testing.T, open Opener) *env {
 func Run(t *testing.T, open Opener) {
 	t.Run("Items", func(t *testing.T) { t.Parallel(); testItems(t, open) })
 	t.Run("ClaimRace", func(t *testing.T) { t.Parallel(); testClaimRace(t, open) })
+	t.Run("ShardedClaimRace", func(t *testing.T) { t.Parallel(); testShardedClaimRace(t, open) })
+	t.Run("ShardedRelease", func(t *testing.T) { t.Parallel(); testShardedRelease(t, open) })
+	t.Run("ShardedFaults", func(t *testing.T) { t.Parallel(); testShardedFaults(t, open) })
+	t.Run("ShardedClaimEach", func(t *testing.T) { t.Parallel(); testShardedClaimEach(t, open) })
 	t.Run("CommitEach", func(t *testing.T) { t.Parallel(); testCommitEach(t, open) })
 	t.Run("ClaimEach", func(t *testing.T) { t.Parallel(); testClaimEach(t, open) })
 	t.Run("BatchFaults", func(t *testing.T) { t.Parallel(); testBatchFaults(t, open) })

@@ -17,8 +17,9 @@ type Reader interface {
 	// ListItems lists items of one kind, newest (highest id) first, optionally only
 	// those with one status.
 	ListItems(ctx context.Context, q ListQuery) (page.Page[Item], error)
-	// ActiveCount returns the kind's slot counter: how many items hold a slot
-	// (Item.Slot). Claims of a kind without a budget take no slot.
+	// ActiveCount returns the kind's slot counter, the sum of its shards
+	// (SlotShards): how many items hold a slot (Item.Slot). Claims of a kind
+	// without a budget take no slot.
 	ActiveCount(ctx context.Context, kind Kind) (int, error)
 	// LockHolder returns who holds the lock ("kind/id"), or "" when it is free.
 	LockHolder(ctx context.Context, key string) (string, error)
@@ -144,6 +145,7 @@ type Set struct {
 	Status       Status
 	Active       *bool
 	Slot         *bool // Item.Slot
+	SlotShard    *int  // Item.SlotShard
 	Attempts     *int
 	AttemptsBase *int
 	Token        *string
@@ -166,10 +168,13 @@ type Set struct {
 	OpID          string
 }
 
-// AdjustSlots adds Delta to the kind's slot counter. When Delta > 0 and Max > 0 its
-// condition is counter+Delta <= Max; when Delta < 0 it is counter+Delta >= 0.
+// AdjustSlots adds Delta to shard Shard of the kind's slot counter (0 <= Shard
+// < MaxSlotShards; shard 0 is the counter as it was before sharding). When
+// Delta > 0 and Max > 0 its condition is shard+Delta <= Max; when Delta < 0 it
+// is shard+Delta >= 0. Each shard is its own record.
 type AdjustSlots struct {
 	Kind  Kind
+	Shard int
 	Delta int
 	Max   int
 }

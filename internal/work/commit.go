@@ -92,7 +92,7 @@ func check(op Op) ([]Record, error) {
 	case DeleteItem:
 		key = itemRecord(op.Kind, op.ID)
 	case AdjustSlots:
-		key = "slots " + string(op.Kind)
+		key = SlotsRecord(op.Kind, op.Shard)
 	case AcquireLock:
 		key = "lock " + op.Key
 	case ReleaseLock:

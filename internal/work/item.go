@@ -56,6 +56,10 @@ type Item struct {
 	// the release decrements the counter only when the item holds a slot, so a
 	// budget raised or lowered while the item is claimed keeps the counter exact.
 	Slot bool
+	// SlotShard is the shard of the kind's slot counter that the slot is in
+	// (SlotShards): written by every claim, meaningful only while Slot. An
+	// item stored before counters were sharded reads 0, the unsharded counter.
+	SlotShard int
 	// Attempts counts claims and is never reset; AttemptsBase is Attempts at the
 	// last retry, so Attempts-AttemptsBase is the budget used since.
 	Attempts     int
@@ -89,6 +93,8 @@ type Claim struct {
 	Token    string
 	LockKey  string // the item's lock, released when the claim ends
 	Slot     bool   // the claim holds a slot of the kind's budget (Item.Slot)
+	// SlotShard is the counter shard the slot is in (Item.SlotShard).
+	SlotShard int
 }
 
 // Limits on what the store accepts.
@@ -165,6 +171,9 @@ func (it Item) Validate() error {
 	}
 	if len(it.Token) > MaxTokenLen || len(it.OpID) > MaxTokenLen {
 		return molt.Invalid("token", "token or op id too long")
+	}
+	if it.SlotShard < 0 || it.SlotShard >= MaxSlotShards {
+		return molt.Invalid("slot_shard", "slot shard %d is not in [0, %d)", it.SlotShard, MaxSlotShards)
 	}
 	return nil
 }

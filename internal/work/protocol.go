@@ -124,22 +124,28 @@ type Claimed struct {
 // in one store round trip (Backend.CommitEach) where the store allows: each
 // claim is its own conditional commit, on its own item's status and attempts,
 // taking its own slot of the budget (budget <= 0: none) and its own lock, and
-// it lands or fails on its own. Under a budget every claim adjusts the counter
-// by one in its own commit, so the budget stays exact and a batch larger than
-// the free slots claims as many as fit, the others failing with
-// ReasonBudgetFull. It returns one result per item of seen, in order.
+// it lands or fails on its own. Under a budget every claim adjusts one shard
+// of the counter (SlotShards) by one in its own commit, conditioned on that
+// shard's share (ShardCap), so the shares summing to the budget keep it exact
+// and a batch larger than the free slots claims as many as fit. A claim starts
+// at a shard chosen from its id and, refused there, tries the next shards in
+// turn (one more round trip each); it fails with ReasonBudgetFull only when
+// every shard was full as it tried it, which a release on a shard it had
+// already tried may have made untrue (docs/architecture.md, the trade-off).
+// It returns one result per item of seen, in order.
 func (p *Protocol) ClaimEach(ctx context.Context, seen []Item, budget int) []Claimed {
 	out := make([]Claimed, len(seen))
 	type claim struct {
 		at               int
+		cur              Item
+		shard, tries     int
 		c                Claim
 		it               Item
 		slotIdx, lockIdx int
 	}
-	var cs []claim
-	var commits []pending
-	now := p.now()
 	slot := budget > 0
+	shards := SlotShards(budget)
+	var todo []*claim
 	for i, cur := range seen {
 		kind, id := cur.Kind, cur.ID
 		if err := ValidateKey(kind, id); err != nil {
@@ -150,52 +156,73 @@ func (p *Protocol) ClaimEach(ctx context.Context, seen []Item, budget int) []Cla
 			out[i].Err = molt.Conflict(ReasonNotClaimable, "%s %s is %s at attempt %d", kind, id, cur.Status, cur.Attempts)
 			continue
 		}
-		c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey, Slot: slot}
-		opID := p.IDs.NewID()
-		ops := []Op{
-			UpdateItem{Kind: kind, ID: id,
-				If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
-				Set: Set{Status: StatusRunning, Active: Ptr(true), Slot: Ptr(slot), Attempts: Ptr(c.Attempts),
-					Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""), UpdatedAt: now, OpID: opID}},
-		}
-		slotIdx, lockIdx := -1, -1
-		if slot {
-			slotIdx = len(ops)
-			ops = append(ops, AdjustSlots{Kind: kind, Delta: 1, Max: budget})
-		}
-		if cur.LockKey != "" {
-			lockIdx = len(ops)
-			ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
-		}
-		it := cur
-		it.Status, it.Active, it.Slot, it.Attempts, it.Token = StatusRunning, true, slot, c.Attempts, c.Token
-		it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
-		cs = append(cs, claim{at: i, c: c, it: it, slotIdx: slotIdx, lockIdx: lockIdx})
-		commits = append(commits, pending{kind: kind, id: id, opID: opID, ops: ops})
+		todo = append(todo, &claim{at: i, cur: cur, shard: firstShard(id, shards)})
 	}
-	if len(commits) == 0 {
-		return out
-	}
-	for j, err := range p.commitEach(ctx, commits) {
-		cl := cs[j]
-		kind, id := cl.c.Kind, cl.c.ID
-		if err == nil {
-			out[cl.at] = Claimed{Claim: cl.c, Item: cl.it}
-			continue
-		}
-		if idx, ok := failedIndex(err); ok {
-			switch {
-			case idx >= 0 && idx == cl.slotIdx:
-				err = molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
-			case idx >= 0 && idx == cl.lockIdx:
-				err = molt.Conflict(ReasonLocked, "lock %s is held", cl.c.LockKey)
-			default:
-				err = molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
+	// Each round commits every claim still to make; a claim refused by its
+	// shard's share of a sharded budget tries the next shard in the next
+	// round, until every shard has refused it.
+	for len(todo) > 0 {
+		now := p.now()
+		commits := make([]pending, len(todo))
+		for j, cl := range todo {
+			cur, kind, id := cl.cur, cl.cur.Kind, cl.cur.ID
+			shard := 0
+			if slot {
+				shard = cl.shard
 			}
-		} else {
-			err = fmt.Errorf("claim %s %s: %w", kind, id, err)
+			c := Claim{Kind: kind, ID: id, Attempts: cur.Attempts + 1, Token: p.IDs.NewID(), LockKey: cur.LockKey,
+				Slot: slot, SlotShard: shard}
+			opID := p.IDs.NewID()
+			ops := []Op{
+				UpdateItem{Kind: kind, ID: id,
+					If: Cond{Statuses: []Status{StatusPending}, Attempts: Ptr(cur.Attempts), Active: Ptr(false)},
+					Set: Set{Status: StatusRunning, Active: Ptr(true), Slot: Ptr(slot), SlotShard: Ptr(shard),
+						Attempts: Ptr(c.Attempts), Token: Ptr(c.Token), HeartbeatAt: Ptr(now), Reason: Ptr(""),
+						UpdatedAt: now, OpID: opID}},
+			}
+			cl.slotIdx, cl.lockIdx = -1, -1
+			if slot {
+				cl.slotIdx = len(ops)
+				ops = append(ops, AdjustSlots{Kind: kind, Shard: shard, Delta: 1, Max: ShardCap(budget, shard)})
+			}
+			if cur.LockKey != "" {
+				cl.lockIdx = len(ops)
+				ops = append(ops, AcquireLock{Key: cur.LockKey, Holder: Holder(kind, id)})
+			}
+			it := cur
+			it.Status, it.Active, it.Slot, it.SlotShard, it.Attempts, it.Token = StatusRunning, true, slot, shard, c.Attempts, c.Token
+			it.HeartbeatAt, it.UpdatedAt, it.Reason, it.OpID = now, now, "", opID
+			cl.c, cl.it = c, it
+			commits[j] = pending{kind: kind, id: id, opID: opID, ops: ops}
 		}
-		out[cl.at].Err = err
+		var again []*claim
+		for j, err := range p.commitEach(ctx, commits) {
+			cl := todo[j]
+			kind, id := cl.c.Kind, cl.c.ID
+			if err == nil {
+				out[cl.at] = Claimed{Claim: cl.c, Item: cl.it}
+				continue
+			}
+			if idx, ok := failedIndex(err); ok {
+				switch {
+				case idx >= 0 && idx == cl.slotIdx:
+					if cl.tries++; cl.tries < shards {
+						cl.shard = (cl.shard + 1) % shards
+						again = append(again, cl)
+						continue
+					}
+					err = molt.Conflict(ReasonBudgetFull, "no free %s slot (budget %d)", kind, budget)
+				case idx >= 0 && idx == cl.lockIdx:
+					err = molt.Conflict(ReasonLocked, "lock %s is held", cl.c.LockKey)
+				default:
+					err = molt.Conflict(ReasonNotClaimable, "%s %s changed before the claim", kind, id)
+				}
+			} else {
+				err = fmt.Errorf("claim %s %s: %w", kind, id, err)
+			}
+			out[cl.at].Err = err
+		}
+		todo = again
 	}
 	return out
 }
@@ -273,7 +300,7 @@ func (p *Protocol) TransitionEach(ctx context.Context, ms []Move) []Moved {
 		}
 		opID := p.IDs.NewID()
 		it := Item{Kind: c.Kind, ID: c.ID, LockKey: c.LockKey, Status: t.To, Active: true, Slot: c.Slot,
-			Attempts: c.Attempts, Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
+			SlotShard: c.SlotShard, Attempts: c.Attempts, Token: c.Token, Data: t.Data, UpdatedAt: now, OpID: opID}
 		if t.Reason != nil {
 			it.Reason = *t.Reason
 		}
@@ -380,7 +407,7 @@ func (p *Protocol) Takeover(ctx context.Context, seen Item, staleBefore time.Tim
 	}
 	now := p.now()
 	c := Claim{Kind: seen.Kind, ID: seen.ID, Attempts: seen.Attempts + 1, Token: p.IDs.NewID(), LockKey: seen.LockKey,
-		Slot: seen.Slot}
+		Slot: seen.Slot, SlotShard: seen.SlotShard}
 	opID := p.IDs.NewID()
 	op := UpdateItem{Kind: seen.Kind, ID: seen.ID, If: staleCond(seen, staleBefore),
 		Set: Set{Attempts: Ptr(c.Attempts), Token: Ptr(c.Token), HeartbeatAt: Ptr(now), UpdatedAt: now, OpID: opID}}
@@ -595,7 +622,7 @@ func owned(c Claim) Cond {
 func releaseOps(it Item) []Op {
 	var ops []Op
 	if it.Slot {
-		ops = append(ops, AdjustSlots{Kind: it.Kind, Delta: -1})
+		ops = append(ops, AdjustSlots{Kind: it.Kind, Shard: it.SlotShard, Delta: -1})
 	}
 	if it.LockKey != "" {
 		ops = append(ops, ReleaseLock{Key: it.LockKey, Holder: Holder(it.Kind, it.ID)})

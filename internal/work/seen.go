@@ -143,6 +143,22 @@ func (p *Protocol) CreateClaimed(ctx context.Context, it Item, budget int, also 
 	if it.ID == "" {
 		it.ID = p.IDs.NewID()
 	}
+	shards := SlotShards(budget)
+	it.SlotShard = 0
+	if budget > 0 {
+		it.SlotShard = firstShard(it.ID, shards)
+	}
+	// Refused by one shard's share of the budget, it tries the next (ClaimEach).
+	for tries := 1; ; tries++ {
+		c, got, err := p.createClaimed(ctx, it, budget, also...)
+		if molt.ErrorReason(err) != ReasonBudgetFull || tries >= shards {
+			return c, got, err
+		}
+		it.SlotShard = (it.SlotShard + 1) % shards
+	}
+}
+
+func (p *Protocol) createClaimed(ctx context.Context, it Item, budget int, also ...Op) (Claim, Item, error) {
 	now := p.now()
 	it.Status, it.Active, it.Slot, it.Attempts, it.AttemptsBase = StatusRunning, true, budget > 0, 1, 0
 	it.Token, it.HeartbeatAt, it.CreatedAt, it.UpdatedAt = p.IDs.NewID(), now, now, now
@@ -150,12 +166,13 @@ func (p *Protocol) CreateClaimed(ctx context.Context, it Item, budget int, also 
 	if err := it.Validate(); err != nil {
 		return Claim{}, Item{}, err
 	}
-	c := Claim{Kind: it.Kind, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey, Slot: it.Slot}
+	c := Claim{Kind: it.Kind, ID: it.ID, Attempts: 1, Token: it.Token, LockKey: it.LockKey, Slot: it.Slot,
+		SlotShard: it.SlotShard}
 	ops := []Op{CreateItem{Item: it}}
 	slotIdx := -1
 	if it.Slot {
 		slotIdx = len(ops)
-		ops = append(ops, AdjustSlots{Kind: it.Kind, Delta: 1, Max: budget})
+		ops = append(ops, AdjustSlots{Kind: it.Kind, Shard: it.SlotShard, Delta: 1, Max: ShardCap(budget, it.SlotShard)})
 	}
 	if it.LockKey != "" {
 		ops = append(ops, AcquireLock{Key: it.LockKey, Holder: Holder(it.Kind, it.ID)})

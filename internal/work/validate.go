@@ -62,6 +62,9 @@ func Validate(op Op) error {
 		}
 		return op.If.validate()
 	case AdjustSlots:
+		if op.Shard < 0 || op.Shard >= MaxSlotShards {
+			return molt.Invalid("shard", "slot shard %d is not in [0, %d)", op.Shard, MaxSlotShards)
+		}
 		return ValidateKind(op.Kind)
 	case AcquireLock:
 		return validateLock(op.Key, op.Holder)
@@ -113,6 +116,8 @@ func (s Set) validate() error {
 		return molt.Invalid("op_id", "op id too long")
 	case s.Token != nil && len(*s.Token) > MaxTokenLen:
 		return molt.Invalid("token", "token too long")
+	case s.SlotShard != nil && (*s.SlotShard < 0 || *s.SlotShard >= MaxSlotShards):
+		return molt.Invalid("slot_shard", "slot shard %d is not in [0, %d)", *s.SlotShard, MaxSlotShards)
 	}
 	if s.Status != "" {
 		return ValidateStatus(s.Status)

@@ -423,6 +423,45 @@ func testExecutorWakeNext(t *testing.T, open Opener) {
 			t.Fatalf("sent %v, want no wake-up without a refusal", x.rec.sent)
 		}
 	})
+	t.Run("RefusedAsFreed", func(t *testing.T) {
+		// The second's claim is refused for the full budget, and the first's
+		// end lands and looks for refused claims before the refusal is
+		// noted (a group commit returns both at once): the refused claim
+		// itself sees the slot free and wakes the second again, rather
+		// than leave it to the tick.
+		t.Parallel()
+		e := setup(t, open)
+		first := e.create(kindT, "")
+		second := e.create(kindT, "")
+		started, release := make(chan struct{}), make(chan struct{})
+		x := e.runner(work.Policy{Budget: 1}, func(ctx context.Context, a *work.Attempt) work.Outcome {
+			if a.Claim.ID == first.ID {
+				close(started)
+				<-release
+			}
+			return work.End("done", "", nil)
+		})
+		handled := make(chan error, 1)
+		p := *e.p
+		p.Backend = &afterClaim{Backend: e.p.Backend, id: second.ID, then: func() {
+			close(release)
+			if err := recv(t, handled, "the first attempt to end"); err != nil {
+				t.Error(err)
+			}
+		}}
+		x.Protocol = &p
+		go func() { handled <- x.Handle(e.ctx, wakeup(first.ID)) }()
+		recv(t, started, "the first attempt")
+		if err := x.Handle(e.ctx, wakeup(second.ID)); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.get(kindT, second.ID); got.Status != work.StatusPending || got.Attempts != 0 {
+			t.Fatalf("second %+v, want pending: its claim was refused", got)
+		}
+		if x.rec.count(second.ID) != 1 {
+			t.Fatalf("sent %v, want the second woken again (its claim was refused as the slot freed)", x.rec.sent)
+		}
+	})
 	t.Run("Policy", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, open)
@@ -601,4 +640,40 @@ func testExecutorFinalFault(t *testing.T, open Opener) {
 			}
 		})
 	}
+}
+
+// afterClaim is a backend that runs then once a commit claiming id has
+// returned, before its result reaches the protocol.
+type afterClaim struct {
+	work.Backend
+	id   string
+	then func()
+	once sync.Once
+}
+
+func (b *afterClaim) claims(ops []work.Op) bool {
+	for _, op := range ops {
+		if u, ok := op.(work.UpdateItem); ok && u.ID == b.id && u.Set.Status == work.StatusRunning {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *afterClaim) Commit(ctx context.Context, ops ...work.Op) error {
+	err := b.Backend.Commit(ctx, ops...)
+	if b.claims(ops) {
+		b.once.Do(b.then)
+	}
+	return err
+}
+
+func (b *afterClaim) CommitEach(ctx context.Context, cs ...[]work.Op) []error {
+	errs := b.Backend.CommitEach(ctx, cs...)
+	for _, ops := range cs {
+		if b.claims(ops) {
+			b.once.Do(b.then)
+		}
+	}
+	return errs
 }

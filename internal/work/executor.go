@@ -405,7 +405,7 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 		j.fn = fn
 		if j.resume {
 			if j.c, j.it, err = e.Protocol.Takeover(j.ctx, it, e.staleBefore(pol)); err != nil {
-				done(j.i, e.notClaimed(j.ctx, it, err))
+				done(j.i, e.notClaimed(j.ctx, it, pol, err))
 				return true
 			}
 			return false
@@ -424,7 +424,7 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 			if j.resume || j.err == nil {
 				return false
 			}
-			done(j.i, e.notClaimed(j.ctx, j.it, j.err))
+			done(j.i, e.notClaimed(j.ctx, j.it, pol, j.err))
 			return true
 		})
 	}
@@ -443,9 +443,16 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 // notClaimed is a wake-up's result when its claim (or takeover) of it failed:
 // nil for a refusal (a full budget, a held lock, a lost race), which drops the
 // wake-up, the error otherwise.
-func (e *Executor[C]) notClaimed(ctx context.Context, it Item, err error) error {
+func (e *Executor[C]) notClaimed(ctx context.Context, it Item, pol Policy, err error) error {
 	if molt.ErrorReason(err) == ReasonBudgetFull {
 		e.starved.Store(true)
+		// An attempt that freed a slot after this claim was refused, but
+		// looked for refused claims before starved was set (a group commit
+		// returns both at once), woke nobody: if a slot is free now, wake
+		// the item again rather than leave it to the tick.
+		if n, cerr := e.Protocol.Backend.ActiveCount(ctx, e.Kind); cerr == nil && n < pol.Budget {
+			e.wake(ctx, queue.Message{Kind: string(e.Kind), ID: it.ID})
+		}
 	}
 	if molt.ErrorCode(err) == molt.ECONFLICT {
 		e.log().DebugContext(ctx, string(e.Kind)+" not claimed", slog.String("id", it.ID),

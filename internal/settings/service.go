@@ -15,8 +15,11 @@ import (
 // UpdateTries bounds how often Service.Update reads, merges and writes when
 // other writes keep coming first. Each lost try means another update landed;
 // between tries it waits a random while, growing with the try (at most
-// maxBackoff), so that steady writers do not starve one another.
-const UpdateTries = 10
+// maxBackoff), so that steady writers do not starve one another. Four
+// writers updating without pause on a slow store (the emulator on a loaded
+// machine) once lost ten tries in a row; 25 make that vanishingly rare, and
+// bound an update's wait at about a second.
+const UpdateTries = 25
 
 const maxBackoff = 50 * time.Millisecond
 

@@ -31,6 +31,33 @@ func testFaults(t *testing.T, open Opener) {
 			}
 			e.checkFaultsUsed()
 		})
+		t.Run("TransitionUncounted/"+m.name, func(t *testing.T) {
+			// A give-back that does not count: attempts since the last
+			// retry back to 0, the claim released, once, under the fault.
+			e := setup(t, open)
+			it := e.create(kindT, "apply/acme")
+			c := e.claim(it, 1)
+			e.faults.Next(m.mode)
+			got, err := e.p.Transition(e.ctx, c, work.Transition{To: work.StatusPending, Uncounted: true, Reason: work.Ptr("busy")})
+			if err != nil {
+				t.Fatalf("uncounted transition with one %s fault: %v", m.name, err)
+			}
+			e.checkFaultsUsed()
+			stored := e.get(kindT, it.ID)
+			if stored.Status != work.StatusPending || stored.Active || stored.Attempts != 1 || stored.Used() != 0 ||
+				got.Used() != 0 || e.active(kindT) != 0 || e.holder("apply/acme") != "" {
+				t.Fatalf("after an uncounted give-back: stored %+v (used %d), returned used %d, active %d, holder %q",
+					stored, stored.Used(), got.Used(), e.active(kindT), e.holder("apply/acme"))
+			}
+			// A counted one after it counts again.
+			c = e.claim(stored, 1)
+			if _, err := e.p.Transition(e.ctx, c, work.Transition{To: work.StatusPending}); err != nil {
+				t.Fatal(err)
+			}
+			if again := e.get(kindT, it.ID); again.Attempts != 2 || again.Used() != 1 {
+				t.Fatalf("after a counted give-back: attempts %d used %d, want 2 and 1", again.Attempts, again.Used())
+			}
+		})
 		t.Run("Claim/"+m.name, func(t *testing.T) {
 			e := setup(t, open)
 			it := e.create(kindT, "apply/acme")

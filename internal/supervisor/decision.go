@@ -396,14 +396,16 @@ func (d *Decider) end(dc Decision, to work.Status, why string, r *Request) work.
 			select {
 			case <-ctx.Done():
 				return work.Transition{}, nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(s.cfg.RelayWait / 20):
 			}
 			if it, cp, err = s.read(ctx, dc.Campaign); err != nil {
 				return work.Transition{}, nil, err
 			}
 		}
 		if it.Active {
-			return work.Transition{To: work.StatusPending, Data: dc.encode(), Reason: work.Ptr(ReasonBusy)}, nil, nil
+			// Not the decision's failure: the attempt does not count, so a
+			// campaign busy with long passes never spends its attempts.
+			return work.Transition{To: work.StatusPending, Data: dc.encode(), Reason: work.Ptr(ReasonBusy), Uncounted: true}, nil, nil
 		}
 		out := dc
 		if cp.consumed(dc.ID) {

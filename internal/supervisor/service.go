@@ -70,6 +70,10 @@ type Config struct {
 	// ModelTimeout bounds one of their model calls (default 60 s).
 	DecisionBudget int
 	ModelTimeout   time.Duration
+	// RelayWait is how long a decision's final write waits for a pass that
+	// holds its campaign before it gives the decision back, uncounted, for
+	// the tick to wake again (default 2 s).
+	RelayWait time.Duration
 	// TokenSchemes are the token_ref schemes Deps.Token resolves on this
 	// deployment (default: env, molt serve's). A campaign naming another is
 	// refused at creation (EINVALID, field remote.token_ref).
@@ -104,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ModelTimeout <= 0 {
 		c.ModelTimeout = 60 * time.Second
+	}
+	if c.RelayWait <= 0 {
+		c.RelayWait = 2 * time.Second
 	}
 	if len(c.TokenSchemes) == 0 {
 		c.TokenSchemes = []string{SchemeEnv}

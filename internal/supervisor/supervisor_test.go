@@ -201,7 +201,7 @@ func setup(t testing.TB, token string) *env {
 				return "", molt.Unavailable(nil, "no such token")
 			}
 			return token, nil
-		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second})
+		}, Clock: clock, IDs: ids}, supervisor.Config{Tick: 2 * time.Second, CallTimeout: 5 * time.Second, RelayWait: 100 * time.Millisecond})
 	return &env{t: t, ctx: context.Background(), app: a, svc: svc, f: f, token: token, model: m, writes: &cb.commits,
 		admin: auth.Caller{Token: auth.Token{Level: auth.Full}}}
 }
@@ -626,6 +626,57 @@ func TestEscalationWhileRemoteDown(t *testing.T) {
 	}
 	if escalated != 1 {
 		t.Errorf("events %+v: want one BLOCKED escalation while the remote is down", evs)
+	}
+}
+
+// TestDecisionWaitsOutBusyCampaign: a decision whose campaign stays held by
+// a pass through more attempts than its policy allows is given back each time
+// without spending them, and relays once the campaign is free.
+func TestDecisionWaitsOutBusyCampaign(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	e.f.mu.Lock()
+	e.f.down = true
+	e.f.mu.Unlock()
+	e.pass(c.ID) // REMOTE_UNAVAILABLE: a decision
+	e.model.script(`{"action":"escalate","reason":"the remote is down"}`)
+	id := supervisor.DecisionID(c.ID, 1)
+	it, err := e.app.Store.GetItem(e.ctx, supervisor.KindCampaign, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := e.app.Protocol.Claim(e.ctx, supervisor.KindCampaign, c.ID, it.Attempts, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := e.svc.Decider().Policy()
+	for range pol.MaxAttempts + 2 {
+		if err := e.svc.Decider().Handle(e.ctx, queue.Message{Kind: string(supervisor.KindDecision), ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := e.app.Store.GetItem(e.ctx, supervisor.KindDecision, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != work.StatusPending || d.Used() != 0 || d.Reason != supervisor.ReasonBusy {
+		t.Fatalf("decision while its campaign is held: %s used %d reason %q, want pending, none used, %s",
+			d.Status, d.Used(), d.Reason, supervisor.ReasonBusy)
+	}
+	if _, err := e.app.Protocol.Transition(e.ctx, held, work.Transition{To: work.StatusPending}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Decider().Handle(e.ctx, queue.Message{Kind: string(supervisor.KindDecision), ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ = e.app.Store.GetItem(e.ctx, supervisor.KindDecision, id); d.Status != supervisor.DecisionEscalated {
+		t.Fatalf("decision after the campaign was freed: %s %q, want escalated", d.Status, d.Reason)
+	}
+	if c, _ = e.svc.Get(e.ctx, e.admin, c.ID); len(c.Requests) != 1 || c.Requests[0].Decision != id {
+		t.Errorf("campaign requests %+v, want the escalation relayed once", c.Requests)
 	}
 }
 

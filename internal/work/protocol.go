@@ -248,6 +248,10 @@ type Transition struct {
 	Keep   bool    // keep the claim (slot, lock, token): e.g. running → syncing
 	Data   []byte  // new Data; nil keeps it
 	Reason *string // new Reason; nil keeps it
+	// Uncounted: the attempt does not count against Policy.MaxAttempts
+	// (attempts_base = attempts), for an item given back through no failure
+	// of its own (e.g. another item it must write was held).
+	Uncounted bool
 }
 
 // Transition moves the claimed item to t.To, releasing its slot and lock unless
@@ -305,6 +309,9 @@ func (p *Protocol) TransitionEach(ctx context.Context, ms []Move) []Moved {
 			it.Reason = *t.Reason
 		}
 		set := Set{Status: t.To, Data: t.Data, Reason: t.Reason, UpdatedAt: now, OpID: opID}
+		if t.Uncounted {
+			set.AttemptsBase, it.AttemptsBase = Ptr(c.Attempts), c.Attempts
+		}
 		var release []Op
 		if !t.Keep {
 			set.Active, set.Slot, set.Token = Ptr(false), Ptr(false), Ptr("")

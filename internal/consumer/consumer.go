@@ -97,6 +97,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
+// pause waits out a failed receive (the failures-th in a row), or until ctx
+// ends.
+func (c *Consumer) pause(ctx context.Context, failures int, err error) {
+	delay := Backoff(failures)
+	c.log().WarnContext(ctx, "receive failed", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 func (c *Consumer) loop(ctx context.Context) {
 	wait := c.Wait
 	if wait <= 0 {
@@ -110,14 +123,7 @@ func (c *Consumer) loop(ctx context.Context) {
 				return
 			}
 			failures++
-			delay := Backoff(failures)
-			c.log().WarnContext(ctx, "receive failed", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			c.pause(ctx, failures, err)
 			continue
 		}
 		failures = 0
@@ -186,14 +192,7 @@ func (c *Consumer) batches(ctx context.Context, h queue.BatchHandler, workers in
 				return
 			}
 			failures++
-			delay := Backoff(failures)
-			c.log().WarnContext(ctx, "receive failed", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			c.pause(ctx, failures, err)
 			continue
 		}
 		failures = 0

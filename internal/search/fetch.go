@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -66,16 +64,7 @@ func NewFetcher(cfg Config, logger *slog.Logger, o FetchOptions) *Fetcher {
 		logger = slog.Default()
 	}
 	g := newGuard(o.Resolver, o.Allow)
-	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us, past the guard
-		DialContext:           g.DialContext,
-		TLSHandshakeTimeout:   connectCap,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          16,
-		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: cfg.Timeout,
-	}
+	tr := guardedTransport(g, o.RootCAs, cfg.Timeout)
 	f := &Fetcher{cfg: cfg, guard: g, provider: providerClient(cfg), log: logger}
 	f.client = &http.Client{Transport: tr, CheckRedirect: f.checkRedirect}
 	return f

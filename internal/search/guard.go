@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -175,14 +176,22 @@ func (g *guard) checkHost(ctx context.Context, host string) error {
 // blocked_address. allow also permits these addresses (tests: their loopback
 // servers); nil permits only public ones.
 func GuardedTransport(allow func(netip.Addr) bool) *http.Transport {
-	g := newGuard(nil, allow)
+	return guardedTransport(newGuard(nil, allow), nil, 0)
+}
+
+// guardedTransport is a transport whose every dial goes through g, with no
+// proxy (a proxy would dial for us, past the guard); roots, when set, are the
+// TLS roots (tests), headerTimeout, when positive, bounds the wait for a
+// response's headers.
+func guardedTransport(g *guard, roots *x509.CertPool, headerTimeout time.Duration) *http.Transport {
 	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         g.DialContext,
-		TLSHandshakeTimeout: connectCap,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:   true,
-		MaxIdleConns:        16,
-		IdleConnTimeout:     30 * time.Second,
+		Proxy:                 nil,
+		DialContext:           g.DialContext,
+		TLSHandshakeTimeout:   connectCap,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
 	}
 }

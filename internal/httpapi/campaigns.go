@@ -99,11 +99,16 @@ func (s *server) campaignEvents(w http.ResponseWriter, r *http.Request, c auth.C
 		}
 		after = n
 	}
-	out, err := s.supervisor.Events(r.Context(), c, r.PathValue("id"), after, 100)
+	out, next, err := s.supervisor.EventPage(r.Context(), c, r.PathValue("id"), after, 100)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listResponse[supervisor.Event]{Items: out})
+	// next_cursor is the after= of the next page ("" on the last one).
+	page := listResponse[supervisor.Event]{Items: out}
+	if next > 0 {
+		page.NextCursor = strconv.Itoa(next)
+	}
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }
 

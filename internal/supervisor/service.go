@@ -412,29 +412,60 @@ func (s *Service) List(ctx context.Context, c auth.Caller) ([]Campaign, error) {
 // Events returns campaign id's events after seq after (at most limit, in
 // order). Errors: EFORBIDDEN, ENOTFOUND.
 func (s *Service) Events(ctx context.Context, c auth.Caller, id string, after, limit int) ([]Event, error) {
+	evs, _, err := s.EventPage(ctx, c, id, after, limit)
+	return evs, err
+}
+
+// EventPage is Events with where the next page starts: it reads the events
+// with seq in (after, after+limit], in one round trip where the store reads
+// batches (work.BatchReader), and returns those that have not expired, in
+// order, and next, the after of the next page (0 when there is none). So a
+// page costs at most limit reads however many expired events precede it.
+func (s *Service) EventPage(ctx context.Context, c auth.Caller, id string, after, limit int) ([]Event, int, error) {
 	cp, err := s.Get(ctx, c, id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if limit <= 0 || limit > 100 {
 		limit = 100
 	}
-	out := []Event{}
-	for seq := max(after, 0) + 1; seq <= cp.Events && len(out) < limit; seq++ {
-		it, err := s.store.GetItem(ctx, KindEvent, EventID(id, seq))
-		if molt.ErrorCode(err) == molt.ENOTFOUND {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		ev, err := parseEvent(it)
-		if err != nil {
-			continue
-		}
-		out = append(out, ev)
+	after = max(after, 0)
+	last := min(after+limit, cp.Events)
+	var ids []string
+	for seq := after + 1; seq <= last; seq++ {
+		ids = append(ids, EventID(id, seq))
 	}
-	return out, nil
+	items, errs := s.readEvents(ctx, ids)
+	out := []Event{}
+	for k, it := range items {
+		if molt.ErrorCode(errs[k]) == molt.ENOTFOUND {
+			continue // expired
+		}
+		if errs[k] != nil {
+			return nil, 0, errs[k]
+		}
+		if ev, err := parseEvent(it); err == nil {
+			out = append(out, ev)
+		}
+	}
+	next := 0
+	if last < cp.Events {
+		next = last
+	}
+	return out, next, nil
+}
+
+// readEvents reads the event items ids: one round trip where the store
+// reads batches, one read each otherwise.
+func (s *Service) readEvents(ctx context.Context, ids []string) ([]work.Item, []error) {
+	if br, ok := s.store.(work.BatchReader); ok && len(ids) > 0 {
+		return br.GetItems(ctx, KindEvent, ids)
+	}
+	items, errs := make([]work.Item, len(ids)), make([]error, len(ids))
+	for k, eid := range ids {
+		items[k], errs[k] = s.store.GetItem(ctx, KindEvent, eid)
+	}
+	return items, errs
 }
 
 // Control asks for a claim or a release, carried out by the next pass (the

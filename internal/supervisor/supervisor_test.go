@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -677,6 +678,50 @@ func TestDecisionWaitsOutBusyCampaign(t *testing.T) {
 	}
 	if c, _ = e.svc.Get(e.ctx, e.admin, c.ID); len(c.Requests) != 1 || c.Requests[0].Decision != id {
 		t.Errorf("campaign requests %+v, want the escalation relayed once", c.Requests)
+	}
+}
+
+// TestEventPages: events come in pages of at most limit seqs, each page one
+// bounded read, skipping expired events, with where the next page starts.
+func TestEventPages(t *testing.T) {
+	t.Parallel()
+	base, token, _ := remoteMolt(t)
+	e := setup(t, token)
+	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	e.pass(c.ID)
+	for _, action := range []string{"claim", "release", "claim"} {
+		if _, err := e.svc.Control(e.ctx, e.admin, c.ID, action); err != nil {
+			t.Fatal(err)
+		}
+		e.pass(c.ID)
+	}
+	seqs := func(evs []supervisor.Event) []int {
+		var out []int
+		for _, ev := range evs {
+			out = append(out, ev.Seq)
+		}
+		return out
+	}
+	page := func(after, limit int) ([]int, int) {
+		t.Helper()
+		evs, next, err := e.svc.EventPage(e.ctx, e.admin, c.ID, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seqs(evs), next
+	}
+	if got, next := page(0, 2); !slices.Equal(got, []int{1, 2}) || next != 2 {
+		t.Fatalf("first page %v next %d, want [1 2] and 2", got, next)
+	}
+	if got, next := page(2, 2); !slices.Equal(got, []int{3}) || next != 0 {
+		t.Fatalf("second page %v next %d, want [3] and none", got, next)
+	}
+	// An expired event is skipped, the page still ends where it did.
+	if err := e.app.Protocol.Delete(e.ctx, supervisor.KindEvent, supervisor.EventID(c.ID, 2), []work.Status{supervisor.StatusRecorded}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, next := page(0, 2); !slices.Equal(got, []int{1}) || next != 2 {
+		t.Fatalf("page with an expired event %v next %d, want [1] and 2", got, next)
 	}
 }
 

@@ -3,10 +3,10 @@ package a2a_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/apptest"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/chat"
-	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
 )
 
@@ -50,29 +50,10 @@ func setupOn(t *testing.T, clock molt.Clock, beforeFinish func(chat.TurnContext)
 // shuts it down and closes the App (a cleanup does it too).
 func serveOn(t *testing.T, dir, secret string, clock molt.Clock, beforeFinish func(chat.TurnContext) error) (e *env, stop func()) {
 	t.Helper()
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: dir, A2AWait: 10 * time.Second}
+	cfg := app.Config{DataDir: dir, A2AWait: 10 * time.Second}
 	cfg.Chat.BeforeFinish = beforeFinish
-	if clock == nil {
-		clock = molt.SystemClock{}
-	}
-	ids := &molt.SortableIDs{Clock: clock}
-	d, err := localbackend.Open(cfg, clock, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Clock, d.IDs = clock, ids
-	a := app.New(cfg, d, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Recover: true, Ready: func(addr string) { ready <- addr }})
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done; _ = a.Close() }) }
-	t.Cleanup(stop)
-	return &env{t: t, base: "http://" + <-ready, admin: secret, app: a}, stop
+	base, a, stop := apptest.Serve(t, cfg, apptest.Options{Clock: clock, AdminToken: secret, Logger: slog.Default()})
+	return &env{t: t, base: base, admin: secret, app: a}, stop
 }
 
 func (e *env) do(method, path, token string, hdr map[string]string, body string) (int, []byte) {

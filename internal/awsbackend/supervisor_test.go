@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/apptest"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/awsbackend"
 	"github.com/molt-dev/molt/internal/awstest"
-	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
 	"github.com/molt-dev/molt/internal/supervisor"
@@ -29,32 +29,7 @@ import (
 // with a workspace acme; it returns its base URL and a full token of it.
 func remoteMolt(t *testing.T) (base, token string) {
 	t.Helper()
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 5 * time.Second}
-	clock := molt.SystemClock{}
-	ids := &molt.SortableIDs{Clock: clock}
-	d, err := localbackend.Open(cfg, clock, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Clock, d.IDs = clock, ids
-	a := app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: auth.NewSecret(), Recover: true,
-			Ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	base = "http://" + <-ready
-	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	token, _, err = a.CreateToken(context.Background(), auth.Full, "", "supervisor")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, token, _ = apptest.Remote(t, app.Config{DataDir: t.TempDir(), A2AWait: 5 * time.Second})
 	return base, token
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -16,8 +14,8 @@ import (
 
 	"github.com/molt-dev/molt/internal/a2astate"
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/apptest"
 	"github.com/molt-dev/molt/internal/auth"
-	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/model"
 	"github.com/molt-dev/molt/internal/molt"
 	"github.com/molt-dev/molt/internal/queue"
@@ -170,7 +168,7 @@ func claimed(t *testing.T, in supervisor.Input) (*env, supervisor.Campaign) {
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
 	in.Name, in.Workspace, in.HeartbeatSeconds = "c", "acme", 1
-	in.Remote = supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SUP_TOKEN"}
+	in.Remote = supervisor.Remote{CardURL: base + card, TokenRef: "env:SUP_TOKEN"}
 	if in.Mission == "" {
 		in.Mission = "say hello"
 	}
@@ -222,16 +220,7 @@ func TestRejectedTwiceEscalates(t *testing.T) {
 	}
 	last := c.LastDecision
 	c = e.pass(c.ID)
-	evs, err := e.svc.Events(e.ctx, e.admin, c.ID, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocked := 0
-	for _, ev := range evs {
-		if ev.Type == supervisor.EventBlocked && strings.HasPrefix(ev.Detail, "escalated: ") {
-			blocked++
-		}
-	}
+	blocked := e.escalations(c.ID)
 	if blocked != 1 || c.State == supervisor.StateFinished {
 		t.Errorf("%d escalated BLOCKED events, state %s; want one, not finished", blocked, c.State)
 	}
@@ -464,33 +453,16 @@ func TestDecisionStatesDocumented(t *testing.T) {
 func TestServeDecidesMission(t *testing.T) {
 	base, token, _ := remoteMolt(t)
 	t.Setenv("SERVE_SUP_TOKEN", token)
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(),
-		Supervisor: supervisor.Config{Tick: time.Second, CallTimeout: 5 * time.Second}}
-	clock := molt.SystemClock{}
-	ids := &molt.SortableIDs{Clock: clock}
-	d, err := localbackend.Open(cfg, clock, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Clock, d.IDs = clock, ids
-	a := app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", Tick: time.Second, AdminToken: auth.NewSecret(), Recover: true,
-			Ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	<-ready
+	cfg := app.Config{DataDir: t.TempDir(), Supervisor: supervisor.Config{Tick: time.Second, CallTimeout: 5 * time.Second}}
+	_, a, _ := apptest.Serve(t, cfg, apptest.Options{Tick: time.Second})
 	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	admin := auth.Caller{Token: auth.Token{Level: auth.Full}}
 	svc := a.Supervisor
 	c, err := svc.Create(ctx, admin, supervisor.Input{Name: "served", Workspace: "acme", Mission: "say hello", HeartbeatSeconds: 1,
-		Remote: supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SERVE_SUP_TOKEN"}})
+		Remote: supervisor.Remote{CardURL: base + card, TokenRef: "env:SERVE_SUP_TOKEN"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/molt-dev/molt/internal/app"
+	"github.com/molt-dev/molt/internal/apptest"
 	"github.com/molt-dev/molt/internal/auth"
 	"github.com/molt-dev/molt/internal/localbackend"
 	"github.com/molt-dev/molt/internal/molt"
@@ -28,37 +29,14 @@ import (
 	"github.com/molt-dev/molt/internal/workspace"
 )
 
+// card is the path of the remote molt's card of acme's main agent.
+const card = "/a2a/acme/main/.well-known/agent-card.json"
+
 // remoteMolt runs a second molt (molt serve's wiring) on loopback with a
-// workspace acme; it returns its base URL and a full token of it.
+// workspace acme; it returns its base URL, a full token of it and its App.
 func remoteMolt(t testing.TB) (base, token string, a *app.App) {
 	t.Helper()
-	cfg := app.Config{Backend: app.BackendLocal, DataDir: t.TempDir(), A2AWait: 5 * time.Second}
-	clock := molt.SystemClock{}
-	ids := &molt.SortableIDs{Clock: clock}
-	d, err := localbackend.Open(cfg, clock, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Clock, d.IDs = clock, ids
-	a = app.New(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan struct{})
-	secret := auth.NewSecret()
-	go func() {
-		defer close(done)
-		_ = a.Serve(ctx, app.ServeOptions{Addr: "127.0.0.1:0", AdminToken: secret, Recover: true, Ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() { cancel(); <-done; _ = a.Close() })
-	base = "http://" + <-ready
-	if _, _, err := a.Store.PutWorkspace(context.Background(), workspace.Workspace{Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	token, _, err = a.CreateToken(context.Background(), auth.Full, "", "supervisor")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base, token, a
+	return apptest.Remote(t, app.Config{DataDir: t.TempDir(), A2AWait: 5 * time.Second})
 }
 
 // faults is the supervisor's transport: it records every JSON-RPC call and
@@ -128,6 +106,13 @@ func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
 func (f *faults) set(lose, refuse string) {
 	f.mu.Lock()
 	f.lose, f.refuse = lose, refuse
+	f.mu.Unlock()
+}
+
+// setDown makes every call to the remote fail (down) or pass again.
+func (f *faults) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
 	f.mu.Unlock()
 }
 
@@ -247,6 +232,22 @@ func (e *env) events(id string) map[string]int {
 	return n
 }
 
+// escalations counts campaign id's BLOCKED events that record an escalation.
+func (e *env) escalations(id string) int {
+	e.t.Helper()
+	evs, err := e.svc.Events(e.ctx, e.admin, id, 0, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == supervisor.EventBlocked && strings.HasPrefix(ev.Detail, "escalated: ") {
+			n++
+		}
+	}
+	return n
+}
+
 // noToken checks that the remote's token is nowhere in the supervisor's store.
 func (e *env) noToken() {
 	e.t.Helper()
@@ -272,7 +273,7 @@ func TestClaimSubmitCompleteRelease(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	if c.Controller != "molt-local" || c.MaxAttempts != 3 || c.Mode != supervisor.ModeObserver {
 		t.Errorf("defaults: controller %q, max attempts %d, mode %s", c.Controller, c.MaxAttempts, c.Mode)
 	}
@@ -399,7 +400,7 @@ func TestLostSubmitReconciledNeverResent(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)
@@ -448,7 +449,7 @@ func TestLeaseTakenByAnotherController(t *testing.T) {
 	t.Parallel()
 	base, token, remoteApp := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 1)
+	c := e.create(base+card, 1)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)
@@ -505,8 +506,8 @@ func TestIdleHeartbeatReadsOnceWritesNothing(t *testing.T) {
 	t.Parallel()
 	base, token, remoteApp := remoteMolt(t)
 	e := setup(t, token)
-	card := base + "/a2a/acme/main/.well-known/agent-card.json"
-	c := e.create(card, 600)
+	cardURL := base + card
+	c := e.create(cardURL, 600)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)
@@ -533,7 +534,7 @@ func TestIdleHeartbeatReadsOnceWritesNothing(t *testing.T) {
 	}
 
 	// An observer of a second campaign sees another controller take it.
-	o := e.create(card, 600)
+	o := e.create(cardURL, 600)
 	e.pass(o.ID)
 	e.pass(o.ID)
 	claimAs(t, base, remoteApp, o.ID, "intruder", 1)
@@ -546,7 +547,7 @@ func TestRenewalRefused(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 4)
+	c := e.create(base+card, 4)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)
@@ -575,11 +576,9 @@ func TestRemoteDownOnceThenRecovers(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
-	e.f.mu.Lock()
-	e.f.down = true
-	e.f.mu.Unlock()
+	e.f.setDown(true)
 	e.pass(c.ID)
 	c = e.pass(c.ID)
 	if c.Unavailable == "" {
@@ -588,9 +587,7 @@ func TestRemoteDownOnceThenRecovers(t *testing.T) {
 	if got := e.events(c.ID)[supervisor.EventRemoteUnavailable]; got != 1 {
 		t.Errorf("REMOTE_UNAVAILABLE %d over two passes, want 1", got)
 	}
-	e.f.mu.Lock()
-	e.f.down = false
-	e.f.mu.Unlock()
+	e.f.setDown(false)
 	if c = e.pass(c.ID); c.Unavailable != "" || c.Capabilities == nil || !c.Capabilities.Control {
 		t.Errorf("after recovery: unavailable %q, capabilities %+v", c.Unavailable, c.Capabilities)
 	}
@@ -603,11 +600,9 @@ func TestEscalationWhileRemoteDown(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
-	e.f.mu.Lock()
-	e.f.down = true
-	e.f.mu.Unlock()
+	e.f.setDown(true)
 	e.pass(c.ID)
 	e.model.script(`{"action":"escalate","reason":"the remote is down"}`)
 	e.decide()
@@ -615,18 +610,8 @@ func TestEscalationWhileRemoteDown(t *testing.T) {
 	if len(c.Requests) != 0 {
 		t.Errorf("requests left after the pass: %+v", c.Requests)
 	}
-	evs, err := e.svc.Events(e.ctx, e.admin, c.ID, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	escalated := 0
-	for _, ev := range evs {
-		if ev.Type == supervisor.EventBlocked && strings.HasPrefix(ev.Detail, "escalated") {
-			escalated++
-		}
-	}
-	if escalated != 1 {
-		t.Errorf("events %+v: want one BLOCKED escalation while the remote is down", evs)
+	if n := e.escalations(c.ID); n != 1 {
+		t.Errorf("%d BLOCKED escalations, want one while the remote is down", n)
 	}
 }
 
@@ -637,11 +622,9 @@ func TestDecisionWaitsOutBusyCampaign(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
-	e.f.mu.Lock()
-	e.f.down = true
-	e.f.mu.Unlock()
+	e.f.setDown(true)
 	e.pass(c.ID) // REMOTE_UNAVAILABLE: a decision
 	e.model.script(`{"action":"escalate","reason":"the remote is down"}`)
 	id := supervisor.DecisionID(c.ID, 1)
@@ -687,7 +670,7 @@ func TestEventPages(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
 	for _, action := range []string{"claim", "release", "claim"} {
 		if _, err := e.svc.Control(e.ctx, e.admin, c.ID, action); err != nil {
@@ -730,7 +713,7 @@ func TestOverlappingTicksRunOnePass(t *testing.T) {
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
 	c, err := e.svc.Create(e.ctx, e.admin, supervisor.Input{Name: "c", Workspace: "acme",
-		Remote:  supervisor.Remote{CardURL: base + "/a2a/acme/main/.well-known/agent-card.json", TokenRef: "env:SUP_TOKEN"},
+		Remote:  supervisor.Remote{CardURL: base + card, TokenRef: "env:SUP_TOKEN"},
 		Mission: "m", HeartbeatSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
@@ -757,7 +740,7 @@ func TestRestartMidPass(t *testing.T) {
 	t.Parallel()
 	base, token, _ := remoteMolt(t)
 	e := setup(t, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)
@@ -805,7 +788,7 @@ func TestRestartMidPass(t *testing.T) {
 func BenchmarkIdleHeartbeat(b *testing.B) {
 	base, token, _ := remoteMolt(b)
 	e := setup(b, token)
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		b.Fatal(err)
@@ -863,7 +846,7 @@ func TestRequestQueuedBeforeClaimKept(t *testing.T) {
 		Queue: e.app.Queue, HTTP: &http.Client{Transport: e.f}, Model: e.model,
 		Token: func(context.Context, string) (string, error) { return token, nil }}, supervisor.Config{Tick: 2 * time.Second})
 	e.svc = svc
-	c := e.create(base+"/a2a/acme/main/.well-known/agent-card.json", 600)
+	c := e.create(base+card, 600)
 	e.pass(c.ID)
 	if _, err := e.svc.Control(e.ctx, e.admin, c.ID, "claim"); err != nil {
 		t.Fatal(err)

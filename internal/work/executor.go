@@ -72,8 +72,9 @@ type Executor[C any] struct {
 	// Policy.WakeNext oldest pending items of the kind.
 	Next func(ctx context.Context, ended Item, pol Policy) ([]string, error)
 
-	starved atomic.Bool // a claim was refused for a full budget since the last wake of the next items
-	fin     finisher    // final writes ready together, committed together
+	starved atomic.Bool   // a claim was refused for a full budget since the last wake of the next items
+	freed   atomic.Uint64 // final writes that looked for the next items (wakeNext), ever
+	fin     finisher      // final writes ready together, committed together
 }
 
 // maxFinishes bounds the final writes committed in one round trip.
@@ -404,8 +405,9 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 		}
 		j.fn = fn
 		if j.resume {
+			freed := e.freed.Load()
 			if j.c, j.it, err = e.Protocol.Takeover(j.ctx, it, e.staleBefore(pol)); err != nil {
-				done(j.i, e.notClaimed(j.ctx, it, pol, err))
+				done(j.i, e.notClaimed(j.ctx, it, pol, freed, err))
 				return true
 			}
 			return false
@@ -414,6 +416,7 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 		return false
 	})
 	if len(fresh) > 0 {
+		freed := e.freed.Load()
 		for k, r := range e.Protocol.ClaimEach(ctx, seen, pol.Budget) {
 			j := fresh[k]
 			if j.c, j.err = r.Claim, r.Err; r.Err == nil {
@@ -424,7 +427,7 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 			if j.resume || j.err == nil {
 				return false
 			}
-			done(j.i, e.notClaimed(j.ctx, j.it, pol, j.err))
+			done(j.i, e.notClaimed(j.ctx, j.it, pol, freed, j.err))
 			return true
 		})
 	}
@@ -443,15 +446,19 @@ func (e *Executor[C]) HandleBatch(ctx context.Context, ms []queue.Message, r que
 // notClaimed is a wake-up's result when its claim (or takeover) of it failed:
 // nil for a refusal (a full budget, a held lock, a lost race), which drops the
 // wake-up, the error otherwise.
-func (e *Executor[C]) notClaimed(ctx context.Context, it Item, pol Policy, err error) error {
+func (e *Executor[C]) notClaimed(ctx context.Context, it Item, pol Policy, freed uint64, err error) error {
 	if molt.ErrorReason(err) == ReasonBudgetFull {
 		e.starved.Store(true)
-		// An attempt that freed a slot after this claim was refused, but
-		// looked for refused claims before starved was set (a group commit
-		// returns both at once), woke nobody: if a slot is free now, wake
-		// the item again rather than leave it to the tick.
-		if n, cerr := e.Protocol.Backend.ActiveCount(ctx, e.Kind); cerr == nil && n < pol.Budget {
-			e.wake(ctx, queue.Message{Kind: string(e.Kind), ID: it.ID})
+		// An attempt that ended while this claim was under way (freed moved:
+		// its final write may have landed just after the claim was refused,
+		// a group commit returns both at once) and looked for refused claims
+		// before starved was set woke nobody: if a slot is free now, wake the
+		// item again rather than leave it to the tick. No end meanwhile, no
+		// read.
+		if e.freed.Load() != freed {
+			if n, cerr := e.Protocol.Backend.ActiveCount(ctx, e.Kind); cerr == nil && n < pol.Budget {
+				e.wake(ctx, queue.Message{Kind: string(e.Kind), ID: it.ID})
+			}
 		}
 	}
 	if molt.ErrorCode(err) == molt.ECONFLICT {
@@ -595,6 +602,7 @@ func (e *Executor[C]) settle(ctx context.Context, a *Attempt, out Outcome) error
 // wakeNext sends the outcome's wake-ups and those of the next pending items of
 // the kind (the ended item's slot, and maybe its lock, are free).
 func (e *Executor[C]) wakeNext(ctx context.Context, a *Attempt, ended Item, out Outcome) {
+	e.freed.Add(1) // before starved is read: see notClaimed
 	for _, m := range out.Wake {
 		e.wake(ctx, m)
 	}
